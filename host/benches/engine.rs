@@ -1,0 +1,139 @@
+//! Messages per second through the transform engine, against the same JSON
+//! mapping done natively in the same run.
+//!
+//! Needs the components: `cargo xtask build-transforms` first.
+//! Run: `cargo bench -p iggy_connector_fluss_sink --bench engine`.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use fluss_row_codec::RowKind;
+use iggy_connector_fluss_sink::batch::{MessageBatch, Source};
+use iggy_connector_fluss_sink::mapping::JsonMapping;
+use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath, TableSchema};
+use iggy_connector_fluss_sink::transform::{Transform, TransformSpec};
+
+const BATCH_SIZES: [usize; 4] = [1, 100, 1000, 10_000];
+
+fn component(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm-transforms")
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo xtask build-transforms` first",
+        path.display()
+    );
+    path
+}
+
+fn table() -> TableSchema {
+    let col = |name: &str, ty: &str, nullable| Column::new(name, ty.parse::<DataType>().unwrap(), nullable);
+    TableSchema {
+        path: TablePath::new("bench", "events"),
+        columns: vec![
+            col("event_id", "BIGINT", false),
+            col("user", "STRING", true),
+            col("action", "STRING", true),
+            col("amount", "DECIMAL(10, 2)", true),
+            col("at", "TIMESTAMP(6)", true),
+            col("session", "STRING", true),
+        ],
+        primary_key: vec![],
+    }
+}
+
+/// `n` JSON objects of about 200 bytes with 6 fields.
+fn json_batch(n: usize) -> MessageBatch {
+    let mut batch = MessageBatch::new(Source {
+        stream: "bench".into(),
+        topic: "events".into(),
+        partition: 1,
+    });
+    let actions = ["checkout_completed", "page_viewed_product", "cart_item_added"];
+    for i in 0..n {
+        let payload = format!(
+            r#"{{"event_id":{},"user":"user-{:05}@example.com","action":"{}","amount":"{}.{:02}","at":"2026-11-30T12:{:02}:{:02}.{:06}","session":"6f1c2a7e-9b3d-4c5e-8f70-{:012x}"}}"#,
+            1_000_000 + i,
+            i % 100_000,
+            actions[i % 3],
+            i % 10_000,
+            i % 100,
+            (i / 60) % 60,
+            i % 60,
+            i % 1_000_000,
+            i * 7919
+        );
+        batch
+            .push(i as u64, i as u128, 1_700_000_000_000_000, payload.as_bytes(), [])
+            .unwrap();
+    }
+    batch
+}
+
+fn load(name: &str) -> Transform {
+    let mut spec = TransformSpec::new(component(name));
+    spec.cache_dir = None;
+    Transform::load(&spec, &[table()]).unwrap()
+}
+
+fn engine(c: &mut Criterion) {
+    let noop = load("noop");
+    let json_wasm = load("json-to-row");
+    let native = JsonMapping::new(&table(), RowKind::Append);
+    for n in BATCH_SIZES {
+        let batch = json_batch(n);
+        let mean_len = batch.iter().map(|m| m.payload.len()).sum::<usize>() / n;
+        assert!(
+            (180..=220).contains(&mean_len),
+            "payloads average {mean_len} bytes"
+        );
+        assert_eq!(
+            json_wasm.process(&batch).unwrap().rows.len(),
+            n,
+            "every message maps"
+        );
+        assert_eq!(native.map_batch(&batch).rows.len(), n, "every message maps");
+
+        let mut group = c.benchmark_group(format!("batch_{n}"));
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(BenchmarkId::new("noop_wasm", n), |b| {
+            b.iter(|| black_box(noop.process(black_box(&batch)).unwrap()))
+        });
+        group.bench_function(BenchmarkId::new("json_to_row_wasm", n), |b| {
+            b.iter(|| black_box(json_wasm.process(black_box(&batch)).unwrap()))
+        });
+        group.bench_function(BenchmarkId::new("json_to_row_native", n), |b| {
+            b.iter(|| black_box(native.map_batch(black_box(&batch))))
+        });
+        group.finish();
+    }
+}
+
+fn load_times(c: &mut Criterion) {
+    let mut group = c.benchmark_group("load");
+    group.sample_size(10);
+    for name in ["noop", "json-to-row"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = TransformSpec::new(component(name));
+        spec.cache_dir = None;
+        group.bench_function(BenchmarkId::new("compile", name), |b| {
+            b.iter(|| Transform::load(&spec, &[table()]).unwrap())
+        });
+        spec.cache_dir = Some(dir.path().to_path_buf());
+        Transform::load(&spec, &[table()]).unwrap();
+        group.bench_function(BenchmarkId::new("cached", name), |b| {
+            b.iter(|| Transform::load(&spec, &[table()]).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = engine, load_times
+}
+criterion_main!(benches);

@@ -1,0 +1,567 @@
+//! Mapping a JSON object onto one row by column name, without building a
+//! JSON tree: keys are matched to columns as the parser meets them and each
+//! value is converted straight to its column's type.
+//!
+//! # Coercion rules
+//!
+//! | column type | accepted JSON |
+//! |---|---|
+//! | BOOLEAN | `true`/`false`, the strings `"true"`/`"false"` |
+//! | TINYINT, SMALLINT, INT, BIGINT | integers in range, numbers with no fraction, numeric strings |
+//! | FLOAT, DOUBLE | any number, numeric strings |
+//! | STRING, CHAR | strings; numbers and booleans as their JSON text |
+//! | BYTES, BINARY(n) | standard base64 strings (BINARY needs exactly n bytes) |
+//! | DECIMAL(p, s) | numbers or decimal strings; at most p - s integer digits (use strings for exact values) |
+//! | DATE | `"YYYY-MM-DD"`, or an integer count of days since 1970-01-01 |
+//! | TIME | `"HH:MM:SS[.fff]"`, or an integer count of milliseconds of the day |
+//! | TIMESTAMP | ISO-8601 `"YYYY-MM-DDTHH:MM:SS[.ffffff]"` (a space for `T` is accepted; an offset is converted to UTC and dropped), or integer epoch milliseconds |
+//! | TIMESTAMP_LTZ | RFC 3339 with an offset, ISO-8601 without one (read as UTC), or integer epoch milliseconds |
+//!
+//! `null` and a missing field give NULL, which a NOT NULL column refuses.
+//! Fields without a column are ignored. Objects and arrays convert to nothing.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use base64::Engine as _;
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+use crate::types::{Column, DataType};
+use crate::{RowKind, RowsBuilder};
+
+/// Why a JSON payload did not become a row.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MapError {
+    /// The payload is not valid JSON.
+    #[error("payload is not valid JSON: {0}")]
+    InvalidJson(String),
+    /// The payload is JSON but not an object.
+    #[error("payload is JSON but not an object")]
+    NotAnObject,
+    /// A NOT NULL column has no value.
+    #[error("column `{0}` is NOT NULL but the payload has no value for it")]
+    MissingValue(String),
+    /// A value cannot become its column's type.
+    #[error("column `{column}` ({data_type}): {reason}")]
+    Convert {
+        /// The column.
+        column: String,
+        /// Its type.
+        data_type: DataType,
+        /// What could not be converted and why.
+        reason: String,
+    },
+}
+
+/// Maps JSON objects onto rows of one column list.
+#[derive(Debug, Clone)]
+pub struct JsonMapper {
+    columns: Vec<Column>,
+}
+
+enum Typed<'de> {
+    Null,
+    Boolean(bool),
+    TinyInt(i8),
+    SmallInt(i16),
+    Int(i32),
+    BigInt(i64),
+    Float(f32),
+    Double(f64),
+    Text(Cow<'de, str>),
+    Bytes(Vec<u8>),
+    Decimal(Cow<'de, str>),
+    Date(i32),
+    Time(i32),
+    Timestamp(i64),
+    TimestampLtz(i64),
+}
+
+impl JsonMapper {
+    /// A mapper for rows with these columns, in this order.
+    pub fn new(columns: Vec<Column>) -> Self {
+        Self { columns }
+    }
+
+    /// The columns rows are mapped onto.
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// Maps `payload` to one row of `kind` for `table` in `out`. On error
+    /// nothing is added to `out`.
+    pub fn map_into(
+        &self,
+        payload: &[u8],
+        kind: RowKind,
+        table: u16,
+        out: &mut RowsBuilder,
+    ) -> Result<(), MapError> {
+        let slots = self.parse(payload)?;
+        out.begin_row(kind, table);
+        for (column, slot) in self.columns.iter().zip(slots) {
+            match slot {
+                None | Some(Typed::Null) if !column.nullable => {
+                    out.abandon_row();
+                    return Err(MapError::MissingValue(column.name.clone()));
+                }
+                None | Some(Typed::Null) => out.null(),
+                Some(Typed::Boolean(v)) => out.boolean(v),
+                Some(Typed::TinyInt(v)) => out.tinyint(v),
+                Some(Typed::SmallInt(v)) => out.smallint(v),
+                Some(Typed::Int(v)) => out.int(v),
+                Some(Typed::BigInt(v)) => out.bigint(v),
+                Some(Typed::Float(v)) => out.float(v),
+                Some(Typed::Double(v)) => out.double(v),
+                Some(Typed::Text(v)) => out.string(&v),
+                Some(Typed::Bytes(v)) => out.bytes(&v),
+                Some(Typed::Decimal(v)) => out.decimal(&v),
+                Some(Typed::Date(v)) => out.date(v),
+                Some(Typed::Time(v)) => out.time(v),
+                Some(Typed::Timestamp(v)) => out.timestamp(v),
+                Some(Typed::TimestampLtz(v)) => out.timestamp_ltz(v),
+            }
+        }
+        out.end_row();
+        Ok(())
+    }
+
+    fn parse<'de>(&self, payload: &'de [u8]) -> Result<Vec<Option<Typed<'de>>>, MapError> {
+        let mut slots: Vec<Option<Typed<'de>>> = Vec::with_capacity(self.columns.len());
+        slots.resize_with(self.columns.len(), || None);
+        let mut de = serde_json::Deserializer::from_slice(payload);
+        let mut failure = None;
+        let visitor = ObjectVisitor {
+            mapper: self,
+            slots: &mut slots,
+            failure: &mut failure,
+        };
+        let parsed = de.deserialize_map(visitor).and_then(|()| de.end());
+        if let Some(err) = failure {
+            return Err(err);
+        }
+        match parsed {
+            Ok(()) => Ok(slots),
+            Err(e) if e.is_data() => Err(MapError::NotAnObject),
+            Err(e) => Err(MapError::InvalidJson(e.to_string())),
+        }
+    }
+
+    #[inline]
+    fn find(&self, key: &str, hint: usize) -> Option<usize> {
+        if self.columns.get(hint).is_some_and(|c| c.name == key) {
+            return Some(hint);
+        }
+        self.columns.iter().position(|c| c.name == key)
+    }
+}
+
+/// The text of one top-level field of a JSON object: a string as it is,
+/// a number or boolean as its JSON text, `None` when missing or null.
+pub fn field_text(payload: &[u8], field: &str) -> Result<Option<String>, MapError> {
+    let mapper = JsonMapper::new(vec![Column::new(field, DataType::String, true)]);
+    let mut slots = mapper.parse(payload)?;
+    Ok(match slots.pop().flatten() {
+        Some(Typed::Text(text)) => Some(text.into_owned()),
+        _ => None,
+    })
+}
+
+struct ObjectVisitor<'a, 'de> {
+    mapper: &'a JsonMapper,
+    slots: &'a mut Vec<Option<Typed<'de>>>,
+    failure: &'a mut Option<MapError>,
+}
+
+impl<'de> Visitor<'de> for ObjectVisitor<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut hint = 0;
+        while let Some(found) = map.next_key_seed(KeySeed {
+            mapper: self.mapper,
+            hint,
+        })? {
+            match found {
+                Some(index) => {
+                    let column = &self.mapper.columns[index];
+                    match map.next_value_seed(ValueSeed { column }) {
+                        Ok(Ok(value)) => self.slots[index] = Some(value),
+                        Ok(Err(reason)) => {
+                            *self.failure = Some(MapError::Convert {
+                                column: column.name.clone(),
+                                data_type: column.data_type,
+                                reason,
+                            });
+                            return Err(de::Error::custom("conversion failed"));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                    hint = index + 1;
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+struct KeySeed<'a> {
+    mapper: &'a JsonMapper,
+    hint: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = Option<usize>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed<'_> {
+    type Value = Option<usize>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a field name")
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(self.mapper.find(key, self.hint))
+    }
+}
+
+struct ValueSeed<'a> {
+    column: &'a Column,
+}
+
+type Converted<'de> = Result<Typed<'de>, String>;
+
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
+    type Value = Converted<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+fn int_in_range<T: TryFrom<i128>>(v: i128) -> Result<T, String> {
+    T::try_from(v).map_err(|_| format!("{v} is out of range"))
+}
+
+fn integer<'de>(t: DataType, v: i128) -> Converted<'de> {
+    Ok(match t {
+        DataType::TinyInt => Typed::TinyInt(int_in_range(v)?),
+        DataType::SmallInt => Typed::SmallInt(int_in_range(v)?),
+        DataType::Int => Typed::Int(int_in_range(v)?),
+        DataType::BigInt => Typed::BigInt(int_in_range(v)?),
+        DataType::Float => Typed::Float(v as f32),
+        DataType::Double => Typed::Double(v as f64),
+        DataType::String | DataType::Char(_) => Typed::Text(Cow::Owned(v.to_string())),
+        DataType::Decimal(p, s) => Typed::Decimal(Cow::Owned(check_decimal(&v.to_string(), p, s)?)),
+        DataType::Date => Typed::Date(int_in_range(v)?),
+        DataType::Time(_) => {
+            let ms: i32 = int_in_range(v)?;
+            if !(0..86_400_000).contains(&ms) {
+                return Err(format!("{v} is not a millisecond of the day"));
+            }
+            Typed::Time(ms)
+        }
+        DataType::Timestamp(_) => Typed::Timestamp(millis_to_micros(v)?),
+        DataType::TimestampLtz(_) => Typed::TimestampLtz(millis_to_micros(v)?),
+        DataType::Boolean | DataType::Bytes | DataType::Binary(_) => {
+            return Err(format!("found the number {v}"));
+        }
+    })
+}
+
+fn millis_to_micros(v: i128) -> Result<i64, String> {
+    int_in_range::<i64>(v)?
+        .checked_mul(1000)
+        .ok_or_else(|| format!("{v} ms is out of range"))
+}
+
+/// Checks decimal text and returns it trimmed; the host rescales it to the
+/// column's scale when it writes.
+fn check_decimal(text: &str, precision: u8, scale: u8) -> Result<String, String> {
+    let t = text.trim();
+    let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let valid = !(int.is_empty() && frac.is_empty())
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit());
+    if !valid {
+        return Err(format!("\"{text}\" is not a decimal number"));
+    }
+    let int_digits = int.trim_start_matches('0').len();
+    if int_digits > (precision - scale) as usize {
+        return Err(format!(
+            "{t} has {int_digits} integer digits, more than DECIMAL({precision}, {scale}) holds"
+        ));
+    }
+    Ok(t.to_string())
+}
+
+fn parse_timestamp(s: &str) -> Option<NaiveDateTime> {
+    let s = s.trim();
+    if let Ok(dt) = DateTime::parse_from_rfc3339(s) {
+        return Some(dt.naive_utc());
+    }
+    ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+        .or_else(|| {
+            NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                .ok()?
+                .and_hms_opt(0, 0, 0)
+        })
+}
+
+fn text<'de>(t: DataType, s: Cow<'de, str>) -> Converted<'de> {
+    let what = || format!("\"{s}\" is not a {t}");
+    Ok(match t {
+        DataType::String | DataType::Char(_) => Typed::Text(s),
+        DataType::Boolean => match s.trim() {
+            "true" => Typed::Boolean(true),
+            "false" => Typed::Boolean(false),
+            _ => return Err(what()),
+        },
+        DataType::TinyInt | DataType::SmallInt | DataType::Int | DataType::BigInt => {
+            let v: i128 = s.trim().parse().map_err(|_| what())?;
+            return integer(t, v);
+        }
+        DataType::Float => Typed::Float(s.trim().parse().map_err(|_| what())?),
+        DataType::Double => Typed::Double(s.trim().parse().map_err(|_| what())?),
+        DataType::Decimal(p, sc) => Typed::Decimal(Cow::Owned(check_decimal(&s, p, sc)?)),
+        DataType::Bytes | DataType::Binary(_) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(s.trim())
+                .map_err(|e| format!("\"{s}\" is not standard base64: {e}"))?;
+            if let DataType::Binary(n) = t
+                && bytes.len() != n as usize
+            {
+                return Err(format!(
+                    "{} bytes given, BINARY({n}) needs exactly {n}",
+                    bytes.len()
+                ));
+            }
+            Typed::Bytes(bytes)
+        }
+        DataType::Date => {
+            let d = NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").map_err(|_| what())?;
+            Typed::Date((d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("epoch")).num_days() as i32)
+        }
+        DataType::Time(_) => {
+            let tm = NaiveTime::parse_from_str(s.trim(), "%H:%M:%S%.f")
+                .or_else(|_| NaiveTime::parse_from_str(s.trim(), "%H:%M"))
+                .map_err(|_| what())?;
+            Typed::Time((tm.num_seconds_from_midnight() * 1000 + tm.nanosecond() / 1_000_000) as i32)
+        }
+        DataType::Timestamp(_) => {
+            Typed::Timestamp(parse_timestamp(&s).ok_or_else(what)?.and_utc().timestamp_micros())
+        }
+        DataType::TimestampLtz(_) => {
+            Typed::TimestampLtz(parse_timestamp(&s).ok_or_else(what)?.and_utc().timestamp_micros())
+        }
+    })
+}
+
+impl<'de> Visitor<'de> for ValueSeed<'_> {
+    type Value = Converted<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a value for column `{}`", self.column.name)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Ok(Typed::Null))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(match self.column.data_type {
+            DataType::Boolean => Ok(Typed::Boolean(v)),
+            DataType::String | DataType::Char(_) => {
+                Ok(Typed::Text(Cow::Borrowed(if v { "true" } else { "false" })))
+            }
+            t => Err(format!("found the boolean {v}, expected a {t}")),
+        })
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(integer(self.column.data_type, v as i128))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(integer(self.column.data_type, v as i128))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        let t = self.column.data_type;
+        Ok(match t {
+            DataType::Float => Ok(Typed::Float(v as f32)),
+            DataType::Double => Ok(Typed::Double(v)),
+            DataType::String | DataType::Char(_) => Ok(Typed::Text(Cow::Owned(v.to_string()))),
+            DataType::Decimal(p, s) => {
+                check_decimal(&v.to_string(), p, s).map(|d| Typed::Decimal(Cow::Owned(d)))
+            }
+            _ if v.fract() == 0.0 && v.abs() < 9.0e18 => integer(t, v as i128),
+            _ => Err(format!("found the number {v}, expected a {t}")),
+        })
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(text(self.column.data_type, Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(text(self.column.data_type, Cow::Owned(v.to_string())))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Err(format!(
+            "found an object, expected a {}",
+            self.column.data_type
+        )))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Err(format!(
+            "found an array, expected a {}",
+            self.column.data_type
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Cell, Rows};
+
+    fn mapper() -> JsonMapper {
+        JsonMapper::new(vec![
+            Column::new("id", DataType::BigInt, false),
+            Column::new("name", DataType::String, true),
+            Column::new("amount", DataType::Decimal(10, 2), true),
+            Column::new("day", DataType::Date, true),
+            Column::new("at", DataType::TimestampLtz(6), true),
+            Column::new("blob", DataType::Bytes, true),
+            Column::new("ok", DataType::Boolean, true),
+            Column::new("ratio", DataType::Float, true),
+        ])
+    }
+
+    fn cells(payload: &str) -> Result<Vec<String>, MapError> {
+        let mut out = RowsBuilder::new();
+        mapper().map_into(payload.as_bytes(), RowKind::Append, 0, &mut out)?;
+        let bytes = out.into_bytes();
+        let row = Rows::new(&bytes).next().unwrap().unwrap();
+        Ok(row.cells().map(|c| format!("{c:?}")).collect())
+    }
+
+    #[test]
+    fn maps_fields_by_name_in_any_order() {
+        let got = cells(
+            r#"{"at":"2024-01-02T03:04:05.5+01:00","extra":[1,{"x":2}],"name":"a\"b","id":7,
+                "amount":"12.30","day":"2024-01-02","blob":"AAE=","ok":true,"ratio":0.5}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                "BigInt(7)",
+                "String(\"a\\\"b\")",
+                "Decimal(\"12.30\")",
+                "Date(19724)",
+                "TimestampLtz(1704161045500000)",
+                "Bytes([0, 1])",
+                "Boolean(true)",
+                "Float(0.5)",
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_nullable_fields_become_null() {
+        let got = cells(r#"{"id": "42"}"#).unwrap();
+        assert_eq!(got[0], "BigInt(42)");
+        assert!(got[1..].iter().all(|c| c == "Null"));
+        assert_eq!(format!("{:?}", Cell::Null), "Null");
+    }
+
+    #[test]
+    fn errors_name_the_column_and_the_value() {
+        assert_eq!(
+            cells(r#"{"name": "x"}"#).unwrap_err(),
+            MapError::MissingValue("id".into())
+        );
+        assert_eq!(
+            cells(r#"{"id": null}"#).unwrap_err(),
+            MapError::MissingValue("id".into())
+        );
+        let err = cells(r#"{"id": "seven"}"#).unwrap_err().to_string();
+        assert_eq!(err, "column `id` (BIGINT): \"seven\" is not a BIGINT");
+        let err = cells(r#"{"id": 1, "amount": 123456789.5}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("integer digits"), "{err}");
+        let err = cells(r#"{"id": 1, "day": {"y": 1}}"#).unwrap_err().to_string();
+        assert_eq!(err, "column `day` (DATE): found an object, expected a DATE");
+        let err = cells(r#"{"id": 1.5}"#).unwrap_err().to_string();
+        assert!(err.contains("found the number 1.5"), "{err}");
+        assert_eq!(cells("[1,2]").unwrap_err(), MapError::NotAnObject);
+        assert!(matches!(
+            cells("{\"id\": 1").unwrap_err(),
+            MapError::InvalidJson(_)
+        ));
+        assert!(matches!(
+            cells("{\"id\": 1} x").unwrap_err(),
+            MapError::InvalidJson(_)
+        ));
+    }
+
+    #[test]
+    fn field_text_reads_one_field() {
+        assert_eq!(
+            field_text(br#"{"a":1,"t":"x"}"#, "t").unwrap().as_deref(),
+            Some("x")
+        );
+        assert_eq!(field_text(br#"{"t":12}"#, "t").unwrap().as_deref(), Some("12"));
+        assert_eq!(field_text(br#"{"a":1}"#, "t").unwrap(), None);
+        assert!(field_text(br#"{"t":{}}"#, "t").is_err());
+    }
+
+    #[test]
+    fn integers_widen_and_range_check() {
+        let m = JsonMapper::new(vec![Column::new("t", DataType::TinyInt, false)]);
+        let mut out = RowsBuilder::new();
+        assert!(m.map_into(br#"{"t": 127}"#, RowKind::Append, 0, &mut out).is_ok());
+        let err = m
+            .map_into(br#"{"t": 128}"#, RowKind::Append, 0, &mut out)
+            .unwrap_err();
+        assert_eq!(err.to_string(), "column `t` (TINYINT): 128 is out of range");
+        assert_eq!(out.row_count(), 1);
+    }
+
+    #[test]
+    fn timestamps_accept_several_forms() {
+        let m = JsonMapper::new(vec![Column::new("ts", DataType::Timestamp(6), false)]);
+        for (input, micros) in [
+            (r#"{"ts": "1970-01-01T00:00:01"}"#, 1_000_000),
+            (r#"{"ts": "1970-01-01 00:00:01.25"}"#, 1_250_000),
+            (r#"{"ts": "1970-01-01T00:00:01Z"}"#, 1_000_000),
+            (r#"{"ts": 1500}"#, 1_500_000),
+        ] {
+            let mut out = RowsBuilder::new();
+            m.map_into(input.as_bytes(), RowKind::Append, 0, &mut out)
+                .unwrap();
+            let bytes = out.into_bytes();
+            let row = Rows::new(&bytes).next().unwrap().unwrap();
+            assert_eq!(row.cells().next().unwrap(), Cell::Timestamp(micros), "{input}");
+        }
+    }
+}

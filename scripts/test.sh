@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The project's test command (README: "Run the tests"): formatting, lints,
+# the WebAssembly transforms built from source, then every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+(cd transforms && cargo fmt --all -- --check)
+
+echo "== cargo clippy"
+cargo clippy --all-targets -- -D warnings
+
+echo "== build the transforms (installs the wasm guest toolchain if missing)"
+cargo xtask build-transforms
+
+echo "== cargo test"
+cargo test --workspace --all-targets
+
+echo "== benchmarks compile"
+cargo bench --workspace --no-run

@@ -1,0 +1,72 @@
+//! Keeps only messages whose JSON field `filter_field` equals `filter_value`
+//! (both optional) and routes each to table `<database>.<prefix><tenant>`,
+//! where the tenant comes from the payload field `tenant_field` (or else the
+//! header of that name). Config: `database` (default: the sink table's
+//! database), `prefix` (default ""), `tenant_field` (default "tenant"),
+//! `filter_field`, `filter_value`. Rows are upserts when the sink's table has
+//! a primary key, appends otherwise. A message without a usable tenant is
+//! dead-lettered.
+
+use fluss_transform_sdk::{
+    InitContext, Message, Output, RowKind, Transform, export_transform, json_field_text,
+};
+
+struct TenantRouter {
+    database: String,
+    prefix: String,
+    tenant_field: String,
+    filter: Option<(String, String)>,
+    kind: RowKind,
+}
+
+fn field(payload: &[u8], name: &str) -> Result<Option<String>, String> {
+    json_field_text(payload, name).map_err(|e| e.to_string())
+}
+
+impl Transform for TenantRouter {
+    fn init(ctx: &InitContext) -> Result<Self, String> {
+        let table = &ctx.default_table().path;
+        let default_db = table.split_once('.').map_or("", |(db, _)| db);
+        let filter = match (ctx.config.get("filter_field"), ctx.config.get("filter_value")) {
+            (Some(f), Some(v)) => Some((f.clone(), v.clone())),
+            (None, None) => None,
+            _ => return Err("set both `filter_field` and `filter_value`, or neither".into()),
+        };
+        let kind = if ctx.default_table().primary_key.is_empty() {
+            RowKind::Append
+        } else {
+            RowKind::Upsert
+        };
+        Ok(TenantRouter {
+            database: ctx.get_or("database", default_db).to_string(),
+            prefix: ctx.get_or("prefix", "").to_string(),
+            tenant_field: ctx.get_or("tenant_field", "tenant").to_string(),
+            filter,
+            kind,
+        })
+    }
+
+    fn process(&mut self, message: &Message<'_>, out: &mut Output<'_>) -> Result<(), String> {
+        if let Some((name, wanted)) = &self.filter
+            && field(message.payload, name)?.as_deref() != Some(wanted.as_str())
+        {
+            return Ok(());
+        }
+        let tenant = match field(message.payload, &self.tenant_field)? {
+            Some(t) => t,
+            None => message
+                .header_str(&self.tenant_field)
+                .map(str::to_string)
+                .ok_or_else(|| format!("no tenant: neither a `{}` field nor header", self.tenant_field))?,
+        };
+        if tenant.is_empty() || !tenant.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(format!(
+                "tenant `{tenant}` is not a plain identifier (letters, digits, _)"
+            ));
+        }
+        let table = format!("{}.{}{}", self.database, self.prefix, tenant);
+        out.json_row_to(Some(&table), self.kind, message.payload)
+    }
+}
+
+export_transform!(TenantRouter);
