@@ -24,6 +24,7 @@ pub struct RowEntry {
     pub kind: RowKind,
     /// 0 for the sink's table, else 1-based into [`RowBatch::tables`].
     pub table: u16,
+    cell_count: u16,
     start: u32,
     end: u32,
 }
@@ -65,6 +66,7 @@ impl RowBatch {
                 message,
                 kind: row.kind,
                 table: row.table,
+                cell_count: row.cell_count,
                 start: row.offset as u32,
                 end: (row.offset + row.encoded_len()) as u32,
             });
@@ -113,11 +115,16 @@ impl RowBatch {
 
     /// Every row with its entry.
     pub fn iter(&self) -> impl Iterator<Item = (RowEntry, RowView<'_>)> + '_ {
+        // Every row was fully decoded once when the batch was built, so the
+        // views are rebuilt from the entries without decoding again.
         self.entries.iter().map(|e| {
-            let row = Rows::new(&self.bytes[e.start as usize..e.end as usize])
-                .next()
-                .expect("entry spans one row")
-                .expect("rows were checked when read");
+            let row = RowView {
+                kind: e.kind,
+                table: e.table,
+                cell_count: e.cell_count,
+                cell_bytes: &self.bytes[e.start as usize + 5..e.end as usize],
+                offset: e.start as usize,
+            };
             (*e, row)
         })
     }

@@ -60,6 +60,10 @@ pub struct JsonMapper {
     columns: Vec<Column>,
 }
 
+/// One parsed value per column; inline for tables of up to 16 columns, so
+/// that mapping a message allocates nothing.
+type Slots<'de> = smallvec::SmallVec<[Option<Typed<'de>>; 16]>;
+
 enum Typed<'de> {
     Null,
     Boolean(bool),
@@ -127,8 +131,8 @@ impl JsonMapper {
         Ok(())
     }
 
-    fn parse<'de>(&self, payload: &'de [u8]) -> Result<Vec<Option<Typed<'de>>>, MapError> {
-        let mut slots: Vec<Option<Typed<'de>>> = Vec::with_capacity(self.columns.len());
+    fn parse<'de>(&self, payload: &'de [u8]) -> Result<Slots<'de>, MapError> {
+        let mut slots = Slots::new();
         slots.resize_with(self.columns.len(), || None);
         let mut de = serde_json::Deserializer::from_slice(payload);
         let mut failure = None;
@@ -170,7 +174,7 @@ pub fn field_text(payload: &[u8], field: &str) -> Result<Option<String>, MapErro
 
 struct ObjectVisitor<'a, 'de> {
     mapper: &'a JsonMapper,
-    slots: &'a mut Vec<Option<Typed<'de>>>,
+    slots: &'a mut Slots<'de>,
     failure: &'a mut Option<MapError>,
 }
 
@@ -261,7 +265,11 @@ fn integer<'de>(t: DataType, v: i128) -> Converted<'de> {
         DataType::Float => Typed::Float(v as f32),
         DataType::Double => Typed::Double(v as f64),
         DataType::String | DataType::Char(_) => Typed::Text(Cow::Owned(v.to_string())),
-        DataType::Decimal(p, s) => Typed::Decimal(Cow::Owned(check_decimal(&v.to_string(), p, s)?)),
+        DataType::Decimal(p, s) => {
+            let text = v.to_string();
+            check_decimal(&text, p, s)?;
+            Typed::Decimal(Cow::Owned(text))
+        }
         DataType::Date => Typed::Date(int_in_range(v)?),
         DataType::Time(_) => {
             let ms: i32 = int_in_range(v)?;
@@ -286,7 +294,7 @@ fn millis_to_micros(v: i128) -> Result<i64, String> {
 
 /// Checks decimal text and returns it trimmed; the host rescales it to the
 /// column's scale when it writes.
-fn check_decimal(text: &str, precision: u8, scale: u8) -> Result<String, String> {
+fn check_decimal(text: &str, precision: u8, scale: u8) -> Result<&str, String> {
     let t = text.trim();
     let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
     let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
@@ -302,11 +310,64 @@ fn check_decimal(text: &str, precision: u8, scale: u8) -> Result<String, String>
             "{t} has {int_digits} integer digits, more than DECIMAL({precision}, {scale}) holds"
         ));
     }
-    Ok(t.to_string())
+    Ok(t)
+}
+
+/// Digits `s[at..at + n]` as a number, if they are all ASCII digits.
+fn digits(s: &[u8], at: usize, n: usize) -> Option<u32> {
+    s.get(at..at + n)?.iter().try_fold(0u32, |acc, &b| {
+        b.is_ascii_digit().then(|| acc * 10 + (b - b'0') as u32)
+    })
+}
+
+/// The common exact form `YYYY-MM-DD[T ]HH:MM:SS[.fraction][Z|±HH:MM]`,
+/// read without a format interpreter; anything else goes to chrono's parsers.
+fn fast_iso_timestamp(s: &[u8]) -> Option<NaiveDateTime> {
+    if s.len() < 19
+        || s[4] != b'-'
+        || s[7] != b'-'
+        || !matches!(s[10], b'T' | b' ')
+        || s[13] != b':'
+        || s[16] != b':'
+    {
+        return None;
+    }
+    let date = NaiveDate::from_ymd_opt(digits(s, 0, 4)? as i32, digits(s, 5, 2)?, digits(s, 8, 2)?)?;
+    let (h, m, sec) = (digits(s, 11, 2)?, digits(s, 14, 2)?, digits(s, 17, 2)?);
+    let mut at = 19;
+    let mut nanos = 0u32;
+    if s.get(at) == Some(&b'.') {
+        at += 1;
+        let start = at;
+        while at < s.len() && s[at].is_ascii_digit() {
+            if at - start < 9 {
+                nanos = nanos * 10 + (s[at] - b'0') as u32;
+            }
+            at += 1;
+        }
+        let len = at - start;
+        if len == 0 {
+            return None;
+        }
+        nanos *= 10u32.pow(9 - len.min(9) as u32);
+    }
+    let local = date.and_hms_nano_opt(h, m, sec, nanos)?;
+    match &s[at..] {
+        [] | [b'Z'] | [b'z'] => Some(local),
+        [sign @ (b'+' | b'-'), rest @ ..] if rest.len() == 5 && rest[2] == b':' => {
+            let offset = (digits(rest, 0, 2)? * 3600 + digits(rest, 3, 2)? * 60) as i64;
+            let delta = chrono::TimeDelta::seconds(if *sign == b'+' { -offset } else { offset });
+            local.checked_add_signed(delta)
+        }
+        _ => None,
+    }
 }
 
 fn parse_timestamp(s: &str) -> Option<NaiveDateTime> {
     let s = s.trim();
+    if let Some(fast) = fast_iso_timestamp(s.as_bytes()) {
+        return Some(fast);
+    }
     if let Ok(dt) = DateTime::parse_from_rfc3339(s) {
         return Some(dt.naive_utc());
     }
@@ -335,7 +396,13 @@ fn text<'de>(t: DataType, s: Cow<'de, str>) -> Converted<'de> {
         }
         DataType::Float => Typed::Float(s.trim().parse().map_err(|_| what())?),
         DataType::Double => Typed::Double(s.trim().parse().map_err(|_| what())?),
-        DataType::Decimal(p, sc) => Typed::Decimal(Cow::Owned(check_decimal(&s, p, sc)?)),
+        DataType::Decimal(p, sc) => {
+            check_decimal(&s, p, sc)?;
+            Typed::Decimal(match s {
+                Cow::Borrowed(b) => Cow::Borrowed(b.trim()),
+                Cow::Owned(o) => Cow::Owned(o.trim().to_string()),
+            })
+        }
         DataType::Bytes | DataType::Binary(_) => {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(s.trim())
@@ -351,7 +418,14 @@ fn text<'de>(t: DataType, s: Cow<'de, str>) -> Converted<'de> {
             Typed::Bytes(bytes)
         }
         DataType::Date => {
-            let d = NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").map_err(|_| what())?;
+            let t = s.trim().as_bytes();
+            let fast = (t.len() == 10 && t[4] == b'-' && t[7] == b'-')
+                .then(|| NaiveDate::from_ymd_opt(digits(t, 0, 4)? as i32, digits(t, 5, 2)?, digits(t, 8, 2)?))
+                .flatten();
+            let d = match fast {
+                Some(d) => d,
+                None => NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").map_err(|_| what())?,
+            };
             Typed::Date((d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("epoch")).num_days() as i32)
         }
         DataType::Time(_) => {
@@ -405,7 +479,11 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
             DataType::Double => Ok(Typed::Double(v)),
             DataType::String | DataType::Char(_) => Ok(Typed::Text(Cow::Owned(v.to_string()))),
             DataType::Decimal(p, s) => {
-                check_decimal(&v.to_string(), p, s).map(|d| Typed::Decimal(Cow::Owned(d)))
+                let text = v.to_string();
+                match check_decimal(&text, p, s) {
+                    Ok(_) => Ok(Typed::Decimal(Cow::Owned(text))),
+                    Err(e) => Err(e),
+                }
             }
             _ if v.fract() == 0.0 && v.abs() < 9.0e18 => integer(t, v as i128),
             _ => Err(format!("found the number {v}, expected a {t}")),
@@ -545,6 +623,36 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.to_string(), "column `t` (TINYINT): 128 is out of range");
         assert_eq!(out.row_count(), 1);
+    }
+
+    #[test]
+    fn the_fast_timestamp_path_agrees_with_chrono() {
+        for text in [
+            "2026-11-30T12:34:56",
+            "2026-11-30 12:34:56.5",
+            "2026-11-30T12:34:56.123456789",
+            "2026-11-30T12:34:56.1234567891",
+            "2026-11-30T12:34:56Z",
+            "2026-11-30T12:34:56.25+05:30",
+            "2026-11-30T01:00:00-02:00",
+            "2024-02-29T00:00:00",
+        ] {
+            let fast = fast_iso_timestamp(text.as_bytes()).unwrap_or_else(|| panic!("{text}"));
+            let slow = DateTime::parse_from_rfc3339(text)
+                .map(|d| d.naive_utc())
+                .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f"))
+                .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f"))
+                .unwrap();
+            assert_eq!(fast, slow, "{text}");
+        }
+        for bad in [
+            "2023-02-29T00:00:00",
+            "2026-11-30T25:00:00",
+            "2026-11-30T12:34:56.",
+            "2026-11-30T12:34:56+0530",
+        ] {
+            assert_eq!(fast_iso_timestamp(bad.as_bytes()), None, "{bad}");
+        }
     }
 
     #[test]
