@@ -14,6 +14,13 @@ cargo clippy --all-targets -- -D warnings
 echo "== build the transforms (installs the wasm guest toolchain if missing)"
 cargo xtask build-transforms
 
+echo "== start a local Fluss cluster for the integration tests"
+if ! scripts/fluss-local.sh status >/dev/null 2>&1; then
+  scripts/fluss-local.sh start
+  trap 'scripts/fluss-local.sh stop' EXIT
+fi
+export FLUSS_BOOTSTRAP=127.0.0.1:9123
+
 echo "== cargo test"
 cargo test --workspace --all-targets
 

@@ -12,3 +12,4 @@ pub mod mapping;
 pub mod rows;
 pub mod schema;
 pub mod transform;
+pub mod writer;

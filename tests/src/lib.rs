@@ -92,3 +92,85 @@ pub fn rows_of(output: &TransformOutput) -> Vec<(u32, String, &'static str, Vec<
         })
         .collect()
 }
+
+/// Helpers for tests against a real Fluss cluster (`scripts/fluss-local.sh start`).
+pub mod fluss_cluster {
+    use std::time::{Duration, Instant};
+
+    use arrow::util::display::array_value_to_string;
+    use fluss::client::{EARLIEST_OFFSET, FlussConnection};
+    use fluss::metadata::TablePath as FlussPath;
+    use iggy_connector_fluss_sink::schema::TablePath;
+    use iggy_connector_fluss_sink::writer::{FlussWriter, WriterSettings};
+
+    /// The cluster's bootstrap address: `FLUSS_BOOTSTRAP` or the local script's default.
+    pub fn bootstrap() -> String {
+        std::env::var("FLUSS_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9123".into())
+    }
+
+    /// A fresh table name in database `sink_it`, unique to this run.
+    pub fn unique_table(prefix: &str) -> TablePath {
+        TablePath::new("sink_it", format!("{prefix}_{:08x}", fastrand::u32(..)))
+    }
+
+    /// Writer settings for the local cluster with a fresh dead-letter table.
+    pub fn settings() -> WriterSettings {
+        WriterSettings {
+            bootstrap_servers: bootstrap(),
+            dead_letter_table: Some(unique_table("dlq")),
+            delivery_timeout: Duration::from_secs(60),
+            ..WriterSettings::default()
+        }
+    }
+
+    /// Connects, or fails the test: these tests never skip.
+    pub async fn writer(settings: WriterSettings) -> FlussWriter {
+        match FlussWriter::connect(settings).await {
+            Ok(w) => w,
+            Err(e) => {
+                panic!("this test needs a Fluss cluster: {e}. Start one with `scripts/fluss-local.sh start`.")
+            }
+        }
+    }
+
+    /// A plain client connection for reading back.
+    pub async fn connection() -> FlussConnection {
+        let config = fluss::config::Config {
+            bootstrap_servers: bootstrap(),
+            ..Default::default()
+        };
+        FlussConnection::new(config).await.expect("Fluss is reachable")
+    }
+
+    /// Every row of a log table (one bucket), each as its cells' text, once
+    /// `expected` rows have arrived or `timeout` passed.
+    pub async fn read_log(path: &TablePath, expected: usize, timeout: Duration) -> Vec<Vec<String>> {
+        let conn = connection().await;
+        let table = conn
+            .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
+            .await
+            .unwrap();
+        let buckets = table.get_table_info().get_num_buckets();
+        let scanner = table.new_scan().create_record_batch_log_scanner().unwrap();
+        for bucket in 0..buckets {
+            scanner.subscribe(bucket, EARLIEST_OFFSET).await.unwrap();
+        }
+        let mut rows = Vec::new();
+        let started = Instant::now();
+        while rows.len() < expected && started.elapsed() < timeout {
+            for batch in scanner.poll(Duration::from_millis(500)).await.unwrap() {
+                let batch = batch.batch();
+                for r in 0..batch.num_rows() {
+                    rows.push(
+                        batch
+                            .columns()
+                            .iter()
+                            .map(|c| array_value_to_string(c, r).unwrap())
+                            .collect::<Vec<_>>(),
+                    );
+                }
+            }
+        }
+        rows
+    }
+}

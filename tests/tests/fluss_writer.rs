@@ -1,0 +1,184 @@
+//! The writer against a real Fluss cluster (`scripts/fluss-local.sh start`).
+//! These tests fail, never skip, when no cluster is reachable.
+
+use std::time::Duration;
+
+use fluss::metadata::TablePath as FlussPath;
+use fluss::row::{DataGetters, GenericRow};
+use fluss_row_codec::RowKind;
+use iggy_connector_fluss_sink::mapping::JsonMapping;
+use integration_tests::fluss_cluster::{connection, read_log, settings, unique_table, writer};
+use integration_tests::{table, text_batch};
+
+fn events(path: &str) -> iggy_connector_fluss_sink::schema::TableSchema {
+    table(
+        path,
+        &[
+            ("id", "BIGINT", false),
+            ("name", "STRING", true),
+            ("amount", "DECIMAL(10, 2)", true),
+            ("at", "TIMESTAMP(6)", true),
+            ("ok", "BOOLEAN", true),
+        ],
+        &[],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_append_reads_back_row_for_row() {
+    let path = unique_table("log");
+    let w = writer(settings()).await;
+    let schema = w.ensure_table(&events(&path.to_string())).await.unwrap();
+    assert_eq!(schema.columns.len(), 5, "the schema is read back from Fluss");
+    assert_eq!(schema.columns[2].data_type.to_string(), "DECIMAL(10, 2)");
+    assert!(!schema.columns[0].nullable);
+
+    let batch = text_batch(&[
+        r#"{"id":1,"name":"ann","amount":"12.345","at":"2026-11-30T12:00:00.5","ok":true}"#,
+        r#"{"id":2}"#,
+        r#"{"id":3,"name":"cy","amount":7}"#,
+    ]);
+    let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
+    let report = w.write(&batch, output, &path, "mapping").await.unwrap();
+    assert_eq!((report.written, report.filtered, report.dead_lettered), (3, 0, 0));
+
+    let rows = read_log(&path, 3, Duration::from_secs(20)).await;
+    assert_eq!(
+        rows,
+        vec![
+            vec!["1", "ann", "12.35", "2026-11-30T12:00:00.500", "true"],
+            vec!["2", "", "", "", ""],
+            vec!["3", "cy", "7.00", "", ""],
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upserts_then_deletes_on_a_primary_key_table() {
+    let path = unique_table("pk");
+    let w = writer(settings()).await;
+    let schema = w
+        .ensure_table(&table(
+            &path.to_string(),
+            &[("id", "BIGINT", false), ("name", "STRING", true)],
+            &["id"],
+        ))
+        .await
+        .unwrap();
+    let upserts = text_batch(&[
+        r#"{"id":1,"name":"a"}"#,
+        r#"{"id":2,"name":"b"}"#,
+        r#"{"id":1,"name":"a2"}"#,
+    ]);
+    let out = JsonMapping::new(&schema, RowKind::Upsert).map_batch(&upserts);
+    assert_eq!(w.write(&upserts, out, &path, "mapping").await.unwrap().written, 3);
+    let deletes = text_batch(&[r#"{"id":2}"#]);
+    let out = JsonMapping::new(&schema, RowKind::Delete).map_batch(&deletes);
+    assert_eq!(w.write(&deletes, out, &path, "mapping").await.unwrap().written, 1);
+
+    let conn = connection().await;
+    let t = conn
+        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
+        .await
+        .unwrap();
+    let mut lookuper = t.new_lookup().unwrap().create_lookuper().unwrap();
+    let mut key = GenericRow::new(1);
+    key.set_field(0, 1i64);
+    let found = lookuper.lookup(&key).await.unwrap();
+    let row = found.get_single_row().unwrap().expect("id 1 is there");
+    assert_eq!(row.get_string(1).unwrap(), "a2", "the second upsert won");
+    let mut key = GenericRow::new(1);
+    key.set_field(0, 2i64);
+    let found = lookuper.lookup(&key).await.unwrap();
+    assert!(found.get_single_row().unwrap().is_none(), "id 2 was deleted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_type_mismatch_lands_in_the_dead_letter_table() {
+    let path = unique_table("mismatch");
+    let settings = settings();
+    let dlq = settings.dead_letter_table.clone().unwrap();
+    let w = writer(settings).await;
+    let schema = w.ensure_table(&events(&path.to_string())).await.unwrap();
+    let batch = text_batch(&[
+        r#"{"id":1}"#,
+        r#"{"id":"two"}"#,
+        r#"{"id":3,"amount":"123456789.1"}"#,
+    ]);
+    let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
+    let report = w.write(&batch, output, &path, "mapping").await.unwrap();
+    assert_eq!((report.written, report.dead_lettered), (1, 2));
+
+    let letters = read_log(&dlq, 2, Duration::from_secs(20)).await;
+    assert_eq!(letters.len(), 2);
+    // stream, topic, partition, offset, message_id, timestamp, payload, error_kind, error, failed_at
+    assert_eq!(&letters[0][..4], &["app", "events", "1", "1"]);
+    assert_eq!(letters[0][7], "mapping");
+    assert_eq!(letters[0][8], "column `id` (BIGINT): \"two\" is not a BIGINT");
+    assert_eq!(letters[1][3], "2");
+    assert!(letters[1][8].contains("integer digits"), "{}", letters[1][8]);
+    assert_eq!(read_log(&path, 1, Duration::from_secs(10)).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routed_tables_are_created_when_allowed_and_dead_lettered_when_not() {
+    let base = unique_table("routed");
+    let mut s = settings();
+    s.auto_create_table = true;
+    let w = writer(s).await;
+    let schema = w
+        .ensure_table(&table(&base.to_string(), &[("v", "INT", true)], &[]))
+        .await
+        .unwrap();
+    let transform_out = {
+        // Two rows for a table that does not exist yet, built as a transform would.
+        let mut rows = fluss_row_codec::RowsBuilder::new();
+        for v in [1, 2] {
+            rows.begin_row(RowKind::Append, 1);
+            rows.int(v);
+            rows.end_row();
+        }
+        let target = format!("{}_acme", base);
+        iggy_connector_fluss_sink::rows::TransformOutput {
+            outcomes: vec![iggy_connector_fluss_sink::rows::MessageOutcome::Rows(1); 2],
+            rows: iggy_connector_fluss_sink::rows::RowBatch::from_encoded(
+                rows.into_bytes(),
+                vec![target],
+                &[1, 1],
+            )
+            .unwrap(),
+        }
+    };
+    let batch = text_batch(&["a", "b"]);
+    let report = w
+        .write(&batch, transform_out.clone(), &base, "transform")
+        .await
+        .unwrap();
+    assert_eq!(report.written, 2);
+    let created: iggy_connector_fluss_sink::schema::TablePath = format!("{}_acme", base).parse().unwrap();
+    assert_eq!(w.table_schema(&created).await.unwrap().columns, schema.columns);
+    assert_eq!(
+        read_log(&created, 2, Duration::from_secs(20)).await,
+        vec![vec!["1"], vec!["2"]]
+    );
+
+    let w2 = writer(settings()).await;
+    let mut out = transform_out;
+    out.rows = iggy_connector_fluss_sink::rows::RowBatch::from_encoded(
+        {
+            let mut rows = fluss_row_codec::RowsBuilder::new();
+            rows.begin_row(RowKind::Append, 1);
+            rows.int(9);
+            rows.end_row();
+            rows.begin_row(RowKind::Append, 1);
+            rows.int(9);
+            rows.end_row();
+            rows.into_bytes()
+        },
+        vec![format!("{}_nobody", base)],
+        &[1, 1],
+    )
+    .unwrap();
+    let report = w2.write(&batch, out, &base, "transform").await.unwrap();
+    assert_eq!(report.dead_lettered, 2, "auto_create_table is off");
+}
