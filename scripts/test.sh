@@ -23,6 +23,3 @@ export FLUSS_BOOTSTRAP=127.0.0.1:9123
 
 echo "== cargo test"
 cargo test --workspace --all-targets
-
-echo "== benchmarks compile"
-cargo bench --workspace --no-run

@@ -8,11 +8,13 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod common;
+
+use common::json_batch;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::batch::{MessageBatch, Source};
 use iggy_connector_fluss_sink::mapping::JsonMapping;
-use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath, TableSchema};
+use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
 use iggy_connector_fluss_sink::transform::{Transform, TransformSpec};
 
 const BATCH_SIZES: [usize; 4] = [1, 100, 1000, 10_000];
@@ -30,47 +32,7 @@ fn component(name: &str) -> PathBuf {
 }
 
 fn table() -> TableSchema {
-    let col = |name: &str, ty: &str, nullable| Column::new(name, ty.parse::<DataType>().unwrap(), nullable);
-    TableSchema {
-        path: TablePath::new("bench", "events"),
-        columns: vec![
-            col("event_id", "BIGINT", false),
-            col("user", "STRING", true),
-            col("action", "STRING", true),
-            col("amount", "DECIMAL(10, 2)", true),
-            col("at", "TIMESTAMP(6)", true),
-            col("session", "STRING", true),
-        ],
-        primary_key: vec![],
-    }
-}
-
-/// `n` JSON objects of about 200 bytes with 6 fields.
-fn json_batch(n: usize) -> MessageBatch {
-    let mut batch = MessageBatch::new(Source {
-        stream: "bench".into(),
-        topic: "events".into(),
-        partition: 1,
-    });
-    let actions = ["checkout_completed", "page_viewed_product", "cart_item_added"];
-    for i in 0..n {
-        let payload = format!(
-            r#"{{"event_id":{},"user":"user-{:05}@example.com","action":"{}","amount":"{}.{:02}","at":"2026-11-30T12:{:02}:{:02}.{:06}","session":"6f1c2a7e-9b3d-4c5e-8f70-{:012x}"}}"#,
-            1_000_000 + i,
-            i % 100_000,
-            actions[i % 3],
-            i % 10_000,
-            i % 100,
-            (i / 60) % 60,
-            i % 60,
-            i % 1_000_000,
-            i * 7919
-        );
-        batch
-            .push(i as u64, i as u128, 1_700_000_000_000_000, payload.as_bytes(), [])
-            .unwrap();
-    }
-    batch
+    common::table(TablePath::new("bench", "events"))
 }
 
 fn load(name: &str) -> Transform {

@@ -7,8 +7,10 @@
 
 #![warn(missing_docs)]
 
+pub mod abi;
 pub mod batch;
 pub mod mapping;
+pub mod metadata;
 pub mod rows;
 pub mod schema;
 pub mod transform;

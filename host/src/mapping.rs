@@ -2,11 +2,13 @@
 //! column name, natively (the same code the `json-to-row` transform runs in
 //! WebAssembly; coercion rules in `fluss_row_codec::json`).
 
-use fluss_row_codec::json::JsonMapper;
+use fluss_row_codec::json::{self, JsonMapper};
 use fluss_row_codec::{DEFAULT_TABLE, RowKind, RowsBuilder};
 
 use crate::batch::MessageBatch;
+use crate::metadata::is_metadata_column;
 use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
+use crate::schema::Column;
 use crate::schema::TableSchema;
 
 /// Maps JSON payloads onto one table's columns.
@@ -14,6 +16,8 @@ use crate::schema::TableSchema;
 pub struct JsonMapping {
     mapper: JsonMapper,
     kind: RowKind,
+    default_table: String,
+    route_field: Option<String>,
 }
 
 impl JsonMapping {
@@ -22,6 +26,60 @@ impl JsonMapping {
         Self {
             mapper: JsonMapper::new(table.columns.clone()),
             kind,
+            default_table: table.path.to_string(),
+            route_field: None,
+        }
+    }
+
+    /// With metadata columns on, a payload need not carry the metadata
+    /// columns (see [`crate::metadata`]); the writer fills them.
+    pub fn with_metadata(self, include_metadata: bool) -> Self {
+        if !include_metadata {
+            return self;
+        }
+        let columns = self
+            .mapper
+            .columns()
+            .iter()
+            .map(|c| Column {
+                nullable: c.nullable || is_metadata_column(&c.name),
+                ..c.clone()
+            })
+            .collect();
+        Self {
+            mapper: JsonMapper::new(columns),
+            ..self
+        }
+    }
+
+    /// Routes each message to the table named ("database.table") by its JSON
+    /// field `field`; a message without the field goes to the sink's table.
+    /// Routed tables are expected to have the sink table's columns.
+    pub fn with_route_field(self, field: Option<String>) -> Self {
+        Self {
+            route_field: field,
+            ..self
+        }
+    }
+
+    /// The table index for a message: 0 for the sink's table, else 1-based
+    /// into `tables`, which collects the routed names.
+    fn route(&self, payload: &[u8], tables: &mut Vec<String>) -> Result<u16, String> {
+        let Some(field) = &self.route_field else {
+            return Ok(DEFAULT_TABLE);
+        };
+        match json::field_text(payload, field) {
+            Ok(Some(name)) if name != self.default_table => {
+                Ok(match tables.iter().position(|t| *t == name) {
+                    Some(i) => i as u16 + 1,
+                    None => {
+                        tables.push(name);
+                        tables.len() as u16
+                    }
+                })
+            }
+            Ok(_) => Ok(DEFAULT_TABLE),
+            Err(e) => Err(format!("routing field `{field}`: {e}")),
         }
     }
 
@@ -31,22 +89,25 @@ impl JsonMapping {
         let mut rows = RowsBuilder::with_capacity(batch.payloads.len() + batch.len() * 16);
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut counts = Vec::with_capacity(batch.len());
+        let mut tables: Vec<String> = Vec::new();
         for message in batch.iter() {
-            match self
-                .mapper
-                .map_into(message.payload, self.kind, DEFAULT_TABLE, &mut rows)
-            {
+            let mapped = self.route(message.payload, &mut tables).and_then(|table| {
+                self.mapper
+                    .map_into(message.payload, self.kind, table, &mut rows)
+                    .map_err(|e| e.to_string())
+            });
+            match mapped {
                 Ok(()) => {
                     outcomes.push(MessageOutcome::Rows(1));
                     counts.push(1);
                 }
-                Err(e) => {
-                    outcomes.push(MessageOutcome::DeadLetter(e.to_string()));
+                Err(reason) => {
+                    outcomes.push(MessageOutcome::DeadLetter(reason));
                     counts.push(0);
                 }
             }
         }
-        let rows = RowBatch::from_encoded(rows.into_bytes(), Vec::new(), &counts)
+        let rows = RowBatch::from_encoded(rows.into_bytes(), tables, &counts)
             .expect("the mapper writes well-formed rows, one per mapped message");
         TransformOutput { outcomes, rows }
     }
@@ -56,7 +117,37 @@ impl JsonMapping {
 mod tests {
     use super::*;
     use crate::batch::Source;
-    use crate::schema::{Column, DataType, TablePath};
+    use crate::schema::{DataType, TablePath};
+
+    #[test]
+    fn routes_by_a_payload_field() {
+        let table = TableSchema {
+            path: TablePath::new("db", "t"),
+            columns: vec![Column::new("id", DataType::BigInt, false)],
+            primary_key: vec![],
+        };
+        let mut batch = MessageBatch::new(Source::default());
+        for payload in [
+            r#"{"id":1,"to":"db.a"}"#,
+            r#"{"id":2}"#,
+            r#"{"id":3,"to":"db.a"}"#,
+            r#"{"id":4,"to":{}}"#,
+        ] {
+            batch.push(0, 0, 0, payload.as_bytes(), []).unwrap();
+        }
+        let out = JsonMapping::new(&table, RowKind::Append)
+            .with_route_field(Some("to".into()))
+            .map_batch(&batch);
+        let routed: Vec<Option<&str>> = out
+            .rows
+            .iter()
+            .map(|(e, _)| out.rows.table_name(e.table))
+            .collect();
+        assert_eq!(routed, vec![Some("db.a"), None, Some("db.a")]);
+        assert!(
+            matches!(&out.outcomes[3], MessageOutcome::DeadLetter(r) if r.starts_with("routing field `to`"))
+        );
+    }
 
     #[test]
     fn maps_each_message_or_dead_letters_it() {

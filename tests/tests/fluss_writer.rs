@@ -182,3 +182,94 @@ async fn routed_tables_are_created_when_allowed_and_dead_lettered_when_not() {
     let report = w2.write(&batch, out, &base, "transform").await.unwrap();
     assert_eq!(report.dead_lettered, 2, "auto_create_table is off");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arrow_ipc_payloads_are_appended_as_they_are() {
+    use arrow::array::{Int32Array, StringArray};
+    use arrow::datatypes::{DataType as ArrowType, Field, Schema};
+    use arrow::ipc::writer::StreamWriter;
+    use arrow::record_batch::RecordBatch;
+    use std::sync::Arc;
+
+    let path = unique_table("ipc");
+    let settings = settings();
+    let dlq = settings.dead_letter_table.clone().unwrap();
+    let w = writer(settings).await;
+    w.ensure_table(&table(
+        &path.to_string(),
+        &[("id", "BIGINT", false), ("name", "STRING", true)],
+        &[],
+    ))
+    .await
+    .unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("name", ArrowType::Utf8, true),
+        Field::new("id", ArrowType::Int32, false),
+    ]));
+    let record = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(vec!["a", "b"])),
+            Arc::new(Int32Array::from(vec![1, 2])),
+        ],
+    )
+    .unwrap();
+    let mut ipc = Vec::new();
+    {
+        let mut sw = StreamWriter::try_new(&mut ipc, &schema).unwrap();
+        sw.write(&record).unwrap();
+        sw.finish().unwrap();
+    }
+    let batch = integration_tests::batch_of(&[&ipc, b"not arrow"], &[]);
+    let report = w.write_arrow_ipc(&batch, &path).await.unwrap();
+    assert_eq!((report.written, report.dead_lettered), (1, 1));
+    assert_eq!(
+        read_log(&path, 2, Duration::from_secs(20)).await,
+        vec![vec!["1", "a"], vec!["2", "b"]]
+    );
+    let letters = read_log(&dlq, 1, Duration::from_secs(20)).await;
+    assert_eq!(letters[0][7], "arrow_ipc");
+    assert!(
+        letters[0][8].starts_with("payload is not an Arrow IPC stream"),
+        "{}",
+        letters[0][8]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_columns_and_dynamic_routes_land_as_configured() {
+    let base = unique_table("meta");
+    let mut s = settings();
+    s.include_metadata = true;
+    s.auto_create_table = true;
+    let w = writer(s).await;
+    let schema = w
+        .ensure_table(&table(
+            &base.to_string(),
+            &[
+                ("v", "INT", true),
+                ("iggy_offset", "BIGINT", false),
+                ("iggy_stream", "STRING", true),
+            ],
+            &[],
+        ))
+        .await
+        .unwrap();
+    let other = format!("{base}_other");
+    let batch = text_batch(&[r#"{"v":1}"#, &format!(r#"{{"v":2,"to":"{other}"}}"#)]);
+    let out = JsonMapping::new(&schema, RowKind::Append)
+        .with_metadata(true)
+        .with_route_field(Some("to".into()))
+        .map_batch(&batch);
+    let report = w.write(&batch, out, &base, "mapping").await.unwrap();
+    assert_eq!(report.written, 2);
+    assert_eq!(
+        read_log(&base, 1, Duration::from_secs(20)).await,
+        vec![vec!["1", "0", "app"]]
+    );
+    let other: iggy_connector_fluss_sink::schema::TablePath = other.parse().unwrap();
+    assert_eq!(
+        read_log(&other, 1, Duration::from_secs(20)).await,
+        vec![vec!["2", "1", "app"]]
+    );
+}

@@ -3,6 +3,7 @@
 //! write's acknowledgement awaited, transient failures retried with backoff
 //! within a delivery timeout, permanent ones sent to the dead-letter table.
 
+mod arrow_ipc;
 mod arrow_rows;
 
 use std::collections::HashMap;
@@ -21,6 +22,23 @@ use crate::rows::{MessageOutcome, TransformOutput, check_row};
 use crate::schema::{Column, DataType, TablePath, TableSchema};
 
 pub use arrow_rows::decimal_unscaled;
+
+/// The Arrow record batch the writer appends for `output`'s rows of the
+/// sink's own table (rows must fit `schema`; `arrow_schema` is Fluss's Arrow
+/// form of it). Public so that benchmarks can hand fluss-rs the same batch.
+pub fn to_record_batch(
+    output: &TransformOutput,
+    schema: &TableSchema,
+    arrow_schema: &SchemaRef,
+) -> Result<arrow::record_batch::RecordBatch, String> {
+    let rows: Vec<RowView<'_>> = output
+        .rows
+        .iter()
+        .filter(|(e, _)| e.table == 0)
+        .map(|(_, row)| row)
+        .collect();
+    arrow_rows::record_batch(&rows, schema, arrow_schema)
+}
 
 /// How the writer connects and how hard it tries.
 #[derive(Debug, Clone)]
@@ -43,6 +61,8 @@ pub struct WriterSettings {
     pub auto_create_table: bool,
     /// Buckets of tables the sink creates.
     pub bucket_count: Option<i32>,
+    /// Fill metadata columns from the messages (see [`crate::metadata`]).
+    pub include_metadata: bool,
 }
 
 impl Default for WriterSettings {
@@ -57,6 +77,7 @@ impl Default for WriterSettings {
             dead_letter_table: None,
             auto_create_table: false,
             bucket_count: None,
+            include_metadata: false,
         }
     }
 }
@@ -377,6 +398,9 @@ impl FlussWriter {
             }
         }
         let table_of = |t: u16| if t == 0 { Some(&default) } else { routed.get(&t) };
+        if self.settings.include_metadata {
+            crate::metadata::fill(&mut output, batch, |t| table_of(t).map(|t| &t.schema));
+        }
 
         // Check every row against its table (the transform engine checks only
         // the tables it was given); a row that does not fit dead-letters its message.
@@ -434,6 +458,59 @@ impl FlussWriter {
                 }
             }
         }
+        self.dead_letter(batch, &letters).await?;
+        Ok(report)
+    }
+
+    /// Appends Arrow IPC stream payloads to `table` (a log table) as they
+    /// are; a payload that does not decode or fit is dead-lettered.
+    pub async fn write_arrow_ipc(
+        &self,
+        batch: &MessageBatch,
+        table: &TablePath,
+    ) -> Result<WriteReport, WriteError> {
+        let target = self.table(table).await?;
+        let Sink::Log(writer) = &target.sink else {
+            return Err(WriteError::Table {
+                table: table.to_string(),
+                reason: "arrow_ipc payloads go to log tables only".into(),
+            });
+        };
+        let mut report = WriteReport::default();
+        let mut letters = Vec::new();
+        let mut reasons = Vec::new();
+        for (i, message) in batch.iter().enumerate() {
+            let batches = match arrow_ipc::decode(message.payload, &target.arrow_schema) {
+                Ok(b) => b,
+                Err(reason) => {
+                    reasons.push((i, reason));
+                    continue;
+                }
+            };
+            if batches.iter().all(|b| b.num_rows() == 0) {
+                report.filtered += 1;
+                continue;
+            }
+            let what = format!("Arrow batches of offset {} to {table}", message.offset);
+            let mut refused = None;
+            for record in batches {
+                if let Err(reason) = self
+                    .deliver(&what, || writer.append_arrow_batch(record.clone()))
+                    .await?
+                {
+                    refused = Some(reason);
+                    break;
+                }
+            }
+            match refused {
+                None => report.written += 1,
+                Some(reason) => reasons.push((i, reason)),
+            }
+        }
+        for (i, reason) in &reasons {
+            letters.push((*i, "arrow_ipc", reason.as_str()));
+        }
+        report.dead_lettered = letters.len();
         self.dead_letter(batch, &letters).await?;
         Ok(report)
     }

@@ -1,0 +1,137 @@
+//! Optional metadata columns (`include_metadata`): a table column with one
+//! of these names is filled from the Iggy message, whatever the row holds.
+//!
+//! | column | type | value |
+//! |---|---|---|
+//! | `iggy_stream` | STRING | stream name |
+//! | `iggy_topic` | STRING | topic name |
+//! | `iggy_partition` | INT | partition id |
+//! | `iggy_offset` | BIGINT | offset in the partition |
+//! | `iggy_timestamp` | TIMESTAMP_LTZ(6) | the server's timestamp |
+//! | `iggy_message_id` | STRING | the u128 message id in decimal |
+
+use fluss_row_codec::{Cell, RowsBuilder};
+
+use crate::batch::MessageBatch;
+use crate::rows::{RowBatch, TransformOutput};
+use crate::schema::TableSchema;
+
+/// The metadata column names, in the order of the table above.
+pub const METADATA_COLUMNS: [&str; 6] = [
+    "iggy_stream",
+    "iggy_topic",
+    "iggy_partition",
+    "iggy_offset",
+    "iggy_timestamp",
+    "iggy_message_id",
+];
+
+/// Whether `name` is a metadata column.
+pub fn is_metadata_column(name: &str) -> bool {
+    METADATA_COLUMNS.contains(&name)
+}
+
+fn push_cell(out: &mut RowsBuilder, cell: Cell<'_>) {
+    match cell {
+        Cell::Null => out.null(),
+        Cell::Boolean(v) => out.boolean(v),
+        Cell::TinyInt(v) => out.tinyint(v),
+        Cell::SmallInt(v) => out.smallint(v),
+        Cell::Int(v) => out.int(v),
+        Cell::BigInt(v) => out.bigint(v),
+        Cell::Float(v) => out.float(v),
+        Cell::Double(v) => out.double(v),
+        Cell::String(v) => out.string(v),
+        Cell::Bytes(v) => out.bytes(v),
+        Cell::Decimal(v) => out.decimal(v),
+        Cell::Date(v) => out.date(v),
+        Cell::Time(v) => out.time(v),
+        Cell::Timestamp(v) => out.timestamp(v),
+        Cell::TimestampLtz(v) => out.timestamp_ltz(v),
+    }
+}
+
+/// Rewrites every row whose table has metadata columns, putting the
+/// message's metadata in them. `schema_of` gives a row's table (by index).
+pub fn fill<'s>(
+    output: &mut TransformOutput,
+    batch: &MessageBatch,
+    schema_of: impl Fn(u16) -> Option<&'s TableSchema>,
+) {
+    let has_any =
+        |t: u16| schema_of(t).is_some_and(|s| s.columns.iter().any(|c| is_metadata_column(&c.name)));
+    if !output.rows.iter().any(|(e, _)| has_any(e.table)) {
+        return;
+    }
+    let mut out = RowsBuilder::with_capacity(output.rows.encoded_bytes() + output.rows.len() * 64);
+    let mut counts = vec![0u32; output.outcomes.len()];
+    for (entry, row) in output.rows.iter() {
+        counts[entry.message as usize] += 1;
+        out.begin_row(entry.kind, entry.table);
+        let schema = schema_of(entry.table).filter(|s| s.columns.len() == row.cell_count as usize);
+        let message = batch.get(entry.message as usize);
+        for (i, cell) in row.cells().enumerate() {
+            let name = schema.map(|s| s.columns[i].name.as_str()).unwrap_or("");
+            match name {
+                "iggy_stream" => out.string(&batch.source.stream),
+                "iggy_topic" => out.string(&batch.source.topic),
+                "iggy_partition" => out.int(batch.source.partition as i32),
+                "iggy_offset" => out.bigint(message.offset as i64),
+                "iggy_timestamp" => out.timestamp_ltz(message.timestamp as i64),
+                "iggy_message_id" => out.string(&message.id.to_string()),
+                _ => push_cell(&mut out, cell),
+            }
+        }
+        out.end_row();
+    }
+    output.rows = RowBatch::from_encoded(out.into_bytes(), output.rows.tables().to_vec(), &counts)
+        .expect("re-encoded rows keep their count per message");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::Source;
+    use crate::mapping::JsonMapping;
+    use crate::schema::{Column, DataType, TablePath};
+    use fluss_row_codec::RowKind;
+
+    #[test]
+    fn metadata_columns_take_the_message_metadata() {
+        let table = TableSchema {
+            path: TablePath::new("db", "t"),
+            columns: vec![
+                Column::new("v", DataType::Int, true),
+                Column::new("iggy_offset", DataType::BigInt, false),
+                Column::new("iggy_message_id", DataType::String, true),
+                Column::new("iggy_topic", DataType::String, true),
+            ],
+            primary_key: vec![],
+        };
+        let mut batch = MessageBatch::new(Source {
+            stream: "s".into(),
+            topic: "t".into(),
+            partition: 2,
+        });
+        batch.push(41, 7, 0, br#"{"v":1,"iggy_offset":999}"#, []).unwrap();
+        batch.push(42, 8, 0, br#"{"v":2}"#, []).unwrap();
+        let mut out = JsonMapping::new(&table, RowKind::Append)
+            .with_metadata(true)
+            .map_batch(&batch);
+        assert_eq!(out.counts(), (2, 0, 0), "metadata columns need no payload field");
+        fill(&mut out, &batch, |_| Some(&table));
+        let cells: Vec<Vec<String>> = out
+            .rows
+            .iter()
+            .map(|(_, r)| r.cells().map(|c| format!("{c:?}")).collect())
+            .collect();
+        assert_eq!(
+            cells[0],
+            vec!["Int(1)", "BigInt(41)", "String(\"7\")", "String(\"t\")"]
+        );
+        assert_eq!(
+            cells[1],
+            vec!["Int(2)", "BigInt(42)", "String(\"8\")", "String(\"t\")"]
+        );
+    }
+}

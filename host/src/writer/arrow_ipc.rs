@@ -1,0 +1,122 @@
+//! `payload_format = "arrow_ipc"`: each payload is an Arrow IPC stream whose
+//! record batches are appended as they are, matched to the table by column
+//! name (a missing nullable column becomes NULL; a type that Arrow can cast
+//! safely is cast; anything else is refused with the reason).
+
+use std::io::Cursor;
+
+use arrow::array::{ArrayRef, new_null_array};
+use arrow::compute::{CastOptions, can_cast_types, cast_with_options};
+use arrow::datatypes::SchemaRef;
+use arrow::ipc::reader::StreamReader;
+use arrow::record_batch::RecordBatch;
+
+/// The record batches of one IPC stream payload, fitted to `table`.
+pub fn decode(payload: &[u8], table: &SchemaRef) -> Result<Vec<RecordBatch>, String> {
+    let reader = StreamReader::try_new(Cursor::new(payload), None)
+        .map_err(|e| format!("payload is not an Arrow IPC stream: {e}"))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| format!("Arrow IPC stream is corrupt: {e}"))?;
+        out.push(fit(&batch, table)?);
+    }
+    Ok(out)
+}
+
+fn fit(batch: &RecordBatch, table: &SchemaRef) -> Result<RecordBatch, String> {
+    let options = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let columns = table
+        .fields()
+        .iter()
+        .map(|field| {
+            let Some((index, _)) = batch.schema().column_with_name(field.name()) else {
+                if field.is_nullable() {
+                    return Ok(new_null_array(field.data_type(), batch.num_rows()));
+                }
+                return Err(format!(
+                    "the batch has no column `{}`, which is NOT NULL",
+                    field.name()
+                ));
+            };
+            let column = batch.column(index);
+            let column: ArrayRef = if column.data_type() == field.data_type() {
+                column.clone()
+            } else if can_cast_types(column.data_type(), field.data_type()) {
+                cast_with_options(column, field.data_type(), &options).map_err(|e| {
+                    format!(
+                        "column `{}`: cannot cast {} to {}: {e}",
+                        field.name(),
+                        column.data_type(),
+                        field.data_type()
+                    )
+                })?
+            } else {
+                return Err(format!(
+                    "column `{}` is {} in the batch but {} in the table",
+                    field.name(),
+                    column.data_type(),
+                    field.data_type()
+                ));
+            };
+            if !field.is_nullable() && column.null_count() > 0 {
+                return Err(format!(
+                    "column `{}` is NOT NULL but the batch has nulls in it",
+                    field.name()
+                ));
+            }
+            Ok(column)
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    RecordBatch::try_new(table.clone(), columns).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int32Array, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::ipc::writer::StreamWriter;
+
+    use super::*;
+
+    fn ipc(batch: &RecordBatch) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut w = StreamWriter::try_new(&mut buf, &batch.schema()).unwrap();
+        w.write(batch).unwrap();
+        w.finish().unwrap();
+        drop(w);
+        buf
+    }
+
+    fn table() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+        ]))
+    }
+
+    #[test]
+    fn batches_are_matched_by_name_and_cast() {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int32, false)]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![1, 2]))]).unwrap();
+        let out = decode(&ipc(&batch), &table()).unwrap();
+        assert_eq!(out.len(), 1);
+        let ids = out[0].column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(ids.values(), &[1, 2]);
+        assert_eq!(out[0].column(1).null_count(), 2);
+    }
+
+    #[test]
+    fn mismatches_and_garbage_are_refused_with_reasons() {
+        let schema = Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, true)]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(vec!["x"]))]).unwrap();
+        let err = decode(&ipc(&batch), &table()).unwrap_err();
+        assert_eq!(err, "the batch has no column `id`, which is NOT NULL");
+        let err = decode(b"{\"id\":1}", &table()).unwrap_err();
+        assert!(err.starts_with("payload is not an Arrow IPC stream"), "{err}");
+    }
+}
