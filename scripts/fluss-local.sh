@@ -5,8 +5,9 @@
 #   scripts/fluss-local.sh start    start (or find running) and print the bootstrap address
 #   scripts/fluss-local.sh stop     stop everything and remove the data folder
 #   scripts/fluss-local.sh status   say whether it runs; exit 0 when it does
-#   scripts/fluss-local.sh restart-tablet   kill -9 the tablet server and start it again
-#   scripts/fluss-local.sh kill-tablet / start-tablet
+#   scripts/fluss-local.sh restart-tablet [KILL|TERM]   stop the tablet server with
+#                                        that signal (default KILL) and start it again
+#   scripts/fluss-local.sh kill-tablet [KILL|TERM] / start-tablet
 #
 # Environment: FLUSS_DIR (data, logs, pids; default <repo>/.fluss),
 # FLUSS_LIB_DIR (resolved jars; default ~/.cache/iggy-fluss-sink/fluss-lib-<version>),
@@ -67,7 +68,8 @@ netty.server.num-worker-threads: 2
 netty.client.num-network-threads: 1
 server.io-pool.size: 2
 kv.rocksdb.writebuffer.size: 8mb
-kv.rocksdb.shared-rate-limiter.bytes-per-sec: 512mb"
+kv.rocksdb.shared-rate-limiter.bytes-per-sec: 512mb
+zookeeper.client.session-timeout: 6s"
   printf '%s\nbind.listeners: FLUSS://127.0.0.1:%s\n' "$common" "$PORT" > "$FLUSS_DIR/coordinator/server.yaml"
   printf '%s\nbind.listeners: FLUSS://127.0.0.1:%s\ntablet-server.id: 0\ndata.dir: %s\n' \
     "$common" "$TABLET_PORT" "$FLUSS_DIR/data" > "$FLUSS_DIR/tablet/server.yaml"
@@ -169,6 +171,24 @@ kill_role() {
   rm -f "$FLUSS_DIR/$role.pid"
 }
 
+# SIGKILL the tablet server, then wait until the coordinator has seen it go
+# (its ZooKeeper session expires): a tablet server that comes back before
+# that is handed stale leadership and serves some tables as unknown.
+kill_tablet() { # signal (KILL by default)
+  local signal=${1:-KILL}
+  local gone="Received CHILD_REMOVED event for server 0"
+  local before
+  before=$(grep -c "$gone" "$FLUSS_DIR/logs/coordinator.log" 2>/dev/null || true)
+  kill_role tablet "$signal"
+  local waited=0
+  until [ "$(grep -c "$gone" "$FLUSS_DIR/logs/coordinator.log" 2>/dev/null || true)" -gt "${before:-0}" ]; do
+    sleep 0.5
+    waited=$((waited + 1))
+    if [ "$waited" -ge 120 ]; then log "the coordinator did not notice the tablet server going"; exit 1; fi
+  done
+  log "tablet server stopped with SIG$signal; the coordinator has noticed"
+}
+
 stop_all() {
   for role in tablet coordinator zk; do kill_role "$role"; done
   rm -rf "$FLUSS_DIR"
@@ -179,8 +199,8 @@ case "${1:-}" in
   stop) stop_all; log "stopped" ;;
   status)
     if running; then echo "running at $BOOTSTRAP"; else echo "not running"; exit 1; fi ;;
-  kill-tablet) kill_role tablet KILL ;;
+  kill-tablet) kill_tablet "${2:-KILL}" ;;
   start-tablet) : > "$FLUSS_DIR/logs/tablet.log"; start_tablet ;;
-  restart-tablet) kill_role tablet KILL; : > "$FLUSS_DIR/logs/tablet.log"; start_tablet ;;
-  *) echo "usage: $0 start|stop|status|kill-tablet|start-tablet|restart-tablet" >&2; exit 2 ;;
+  restart-tablet) kill_tablet "${2:-KILL}"; : > "$FLUSS_DIR/logs/tablet.log"; start_tablet ;;
+  *) echo "usage: $0 start|stop|status|kill-tablet [SIG]|start-tablet|restart-tablet [SIG]" >&2; exit 2 ;;
 esac

@@ -201,9 +201,55 @@ fn now_micros() -> i64 {
         .map_or(0, |d| d.as_micros() as i64)
 }
 
-/// A permanent error: sending it again cannot succeed.
-fn is_permanent(error: &fluss::error::Error) -> bool {
-    !error.is_retriable()
+/// What to do about a failed write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// Send it again (after a backoff).
+    Transient,
+    /// Sending it again cannot succeed: dead-letter it.
+    Permanent,
+    /// The server does not know the table: permanent if the table is truly
+    /// gone, transient if it exists (a restarted tablet server answers this
+    /// until it has loaded its replicas).
+    TableUnknown,
+}
+
+/// Sorts a write error. Only errors that no retry can fix are permanent;
+/// anything else is retried within the delivery timeout, so that nothing is
+/// dead-lettered (or lost) because a server restarted.
+fn classify(error: &fluss::error::Error) -> Failure {
+    use fluss::error::Error as E;
+    use fluss::rpc::FlussError as F;
+    if error.is_retriable() {
+        return Failure::Transient;
+    }
+    match error.api_error() {
+        Some(F::TableNotExist | F::UnknownTableOrBucketException | F::PartitionNotExists) => {
+            Failure::TableUnknown
+        }
+        Some(
+            F::RecordTooLargeException
+            | F::InvalidTableException
+            | F::NonPrimaryKeyTableException
+            | F::InvalidColumnProjection
+            | F::InvalidTargetColumn
+            | F::InvalidTimestampException
+            | F::TableNotPartitionedException
+            | F::AuthorizationException
+            | F::AuthenticateException
+            | F::UnsupportedVersion
+            | F::InvalidConfigException,
+        ) => Failure::Permanent,
+        Some(_) => Failure::Transient,
+        None => match error {
+            E::RowConvertError { .. }
+            | E::IllegalArgument { .. }
+            | E::ArrowError { .. }
+            | E::JsonSerdeError { .. }
+            | E::UnsupportedOperation { .. } => Failure::Permanent,
+            _ => Failure::Transient,
+        },
+    }
 }
 
 impl FlussWriter {
@@ -495,7 +541,7 @@ impl FlussWriter {
             let mut refused = None;
             for record in batches {
                 if let Err(reason) = self
-                    .deliver(&what, || writer.append_arrow_batch(record.clone()))
+                    .deliver(table, &what, || writer.append_arrow_batch(record.clone()))
                     .await?
                 {
                     refused = Some(reason);
@@ -536,7 +582,9 @@ impl FlussWriter {
                             reason,
                         })?;
                     match self
-                        .deliver(&what, || writer.append_arrow_batch(batch.clone()))
+                        .deliver(&table.schema.path, &what, || {
+                            writer.append_arrow_batch(batch.clone())
+                        })
                         .await?
                     {
                         Ok(()) => {}
@@ -569,7 +617,7 @@ impl FlussWriter {
                 for (message, kind, row, first) in sent {
                     let mut first = Some(first);
                     let result = self
-                        .deliver(&what, || {
+                        .deliver(&table.schema.path, &what, || {
                             first.take().unwrap_or_else(|| send_keyed(writer, *kind, row))
                         })
                         .await?;
@@ -587,6 +635,7 @@ impl FlussWriter {
     /// delivery timeout. `Ok(Err(reason))` is a permanent refusal.
     async fn deliver(
         &self,
+        table: &TablePath,
         what: &str,
         mut send: impl FnMut() -> fluss::error::Result<WriteResultFuture>,
     ) -> Result<Result<(), String>, WriteError> {
@@ -612,9 +661,18 @@ impl FlussWriter {
             };
             let error = match result {
                 Ok(()) => return Ok(Ok(())),
-                Err(e) if is_permanent(&e) => return Ok(Err(format!("Fluss refused the write: {e}"))),
                 Err(e) => e,
             };
+            let failure = match classify(&error) {
+                Failure::TableUnknown => match self.admin.table_exists(&fluss_path(table)).await {
+                    Ok(false) => Failure::Permanent,
+                    _ => Failure::Transient,
+                },
+                other => other,
+            };
+            if failure == Failure::Permanent {
+                return Ok(Err(format!("Fluss refused the write: {error}")));
+            }
             attempt += 1;
             let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
             if attempt > self.settings.max_retries || started.elapsed() + backoff + jitter >= timeout {
@@ -692,7 +750,7 @@ impl FlussWriter {
             })?;
         let what = format!("{} dead letters to {path}", letters.len());
         match self
-            .deliver(&what, || writer.append_arrow_batch(record.clone()))
+            .deliver(path, &what, || writer.append_arrow_batch(record.clone()))
             .await?
         {
             Ok(()) => Ok(()),
