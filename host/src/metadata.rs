@@ -10,7 +10,7 @@
 //! | `iggy_timestamp` | TIMESTAMP_LTZ(6) | the server's timestamp |
 //! | `iggy_message_id` | STRING | the u128 message id in decimal |
 
-use fluss_row_codec::{Cell, RowsBuilder};
+use fluss_row_codec::RowsBuilder;
 
 use crate::batch::MessageBatch;
 use crate::rows::{RowBatch, TransformOutput};
@@ -29,26 +29,6 @@ pub const METADATA_COLUMNS: [&str; 6] = [
 /// Whether `name` is a metadata column.
 pub fn is_metadata_column(name: &str) -> bool {
     METADATA_COLUMNS.contains(&name)
-}
-
-fn push_cell(out: &mut RowsBuilder, cell: Cell<'_>) {
-    match cell {
-        Cell::Null => out.null(),
-        Cell::Boolean(v) => out.boolean(v),
-        Cell::TinyInt(v) => out.tinyint(v),
-        Cell::SmallInt(v) => out.smallint(v),
-        Cell::Int(v) => out.int(v),
-        Cell::BigInt(v) => out.bigint(v),
-        Cell::Float(v) => out.float(v),
-        Cell::Double(v) => out.double(v),
-        Cell::String(v) => out.string(v),
-        Cell::Bytes(v) => out.bytes(v),
-        Cell::Decimal(v) => out.decimal(v),
-        Cell::Date(v) => out.date(v),
-        Cell::Time(v) => out.time(v),
-        Cell::Timestamp(v) => out.timestamp(v),
-        Cell::TimestampLtz(v) => out.timestamp_ltz(v),
-    }
 }
 
 /// Rewrites every row whose table has metadata columns, putting the
@@ -79,7 +59,7 @@ pub fn fill<'s>(
                 "iggy_offset" => out.bigint(message.offset as i64),
                 "iggy_timestamp" => out.timestamp_ltz(message.timestamp as i64),
                 "iggy_message_id" => out.string(&message.id.to_string()),
-                _ => push_cell(&mut out, cell),
+                _ => out.cell(cell),
             }
         }
         out.end_row();

@@ -1,6 +1,6 @@
 //! Writing rows into the compact encoding.
 
-use crate::{RowKind, tag};
+use crate::{Cell, RowKind, tag};
 
 /// Builds a buffer of encoded rows, one row at a time.
 ///
@@ -121,6 +121,27 @@ impl RowsBuilder {
         self.buf.push(tag);
         self.buf.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// Appends a decoded cell as it is (for rewriting rows).
+    pub fn cell(&mut self, cell: Cell<'_>) {
+        match cell {
+            Cell::Null => self.null(),
+            Cell::Boolean(v) => self.boolean(v),
+            Cell::TinyInt(v) => self.tinyint(v),
+            Cell::SmallInt(v) => self.smallint(v),
+            Cell::Int(v) => self.int(v),
+            Cell::BigInt(v) => self.bigint(v),
+            Cell::Float(v) => self.float(v),
+            Cell::Double(v) => self.double(v),
+            Cell::String(v) => self.string(v),
+            Cell::Bytes(v) => self.bytes(v),
+            Cell::Decimal(v) => self.decimal(v),
+            Cell::Date(v) => self.date(v),
+            Cell::Time(v) => self.time(v),
+            Cell::Timestamp(v) => self.timestamp(v),
+            Cell::TimestampLtz(v) => self.timestamp_ltz(v),
+        }
     }
 
     /// Appends a NULL cell.

@@ -562,7 +562,12 @@ impl Transform {
         };
         output.check_rows(|name| match name {
             None => self.tables.first(),
-            Some(name) => self.tables.iter().find(|t| t.path.to_string() == name),
+            // Compared with the names made at load, not formatted per row.
+            Some(name) => self
+                .wit_tables
+                .iter()
+                .position(|t| t.path == name)
+                .map(|i| &self.tables[i]),
         });
         Ok(output)
     }
