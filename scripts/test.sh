@@ -21,5 +21,8 @@ if ! scripts/fluss-local.sh status >/dev/null 2>&1; then
 fi
 export FLUSS_BOOTSTRAP=127.0.0.1:9123
 
+echo "== build the plugin library (the dlopen tests load it as the runtime does)"
+cargo build -p iggy_connector_fluss_sink
+
 echo "== cargo test"
 cargo test --workspace --all-targets

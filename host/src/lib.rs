@@ -2,15 +2,19 @@
 //! runtime that lands messages in Apache Fluss, reshaped by user-supplied
 //! WebAssembly transforms.
 //!
-//! Data flows one way: `batch` (messages) → `transform` (WebAssembly) →
-//! `rows` (encoded rows with one outcome per message) → writer.
+//! Data flows one way: `abi` (the runtime's C calls, decoded into a
+//! `batch`) → `pipeline` (one per instance, configured by `config`) →
+//! `transform` (WebAssembly) or `mapping` (JSON) → `rows` (encoded rows with
+//! one outcome per message) → `writer` (Fluss).
 
 #![warn(missing_docs)]
 
 pub mod abi;
 pub mod batch;
+pub mod config;
 pub mod mapping;
 pub mod metadata;
+pub mod pipeline;
 pub mod rows;
 pub mod schema;
 pub mod transform;

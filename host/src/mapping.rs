@@ -5,7 +5,7 @@
 use fluss_row_codec::json::{self, JsonMapper};
 use fluss_row_codec::{DEFAULT_TABLE, RowKind, RowsBuilder};
 
-use crate::batch::MessageBatch;
+use crate::batch::{Header, MessageBatch};
 use crate::metadata::is_metadata_column;
 use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
 use crate::schema::Column;
@@ -18,6 +18,7 @@ pub struct JsonMapping {
     kind: RowKind,
     default_table: String,
     route_field: Option<String>,
+    op_header: Option<String>,
 }
 
 impl JsonMapping {
@@ -28,6 +29,7 @@ impl JsonMapping {
             kind,
             default_table: table.path.to_string(),
             route_field: None,
+            op_header: None,
         }
     }
 
@@ -62,6 +64,33 @@ impl JsonMapping {
         }
     }
 
+    /// On a primary-key table, a message's header `header` (`upsert`,
+    /// `insert`, `update` or `delete`, any case) overrides the default kind.
+    pub fn with_op_header(self, header: Option<String>) -> Self {
+        Self {
+            op_header: header,
+            ..self
+        }
+    }
+
+    /// The row kind for a message with `headers`.
+    fn kind(&self, headers: &[Header]) -> Result<RowKind, String> {
+        let Some(name) = &self.op_header else {
+            return Ok(self.kind);
+        };
+        let Some(header) = headers.iter().find(|h| &h.key == name) else {
+            return Ok(self.kind);
+        };
+        let value = String::from_utf8_lossy(&header.value);
+        match value.to_ascii_lowercase().as_str() {
+            "upsert" | "insert" | "update" => Ok(RowKind::Upsert),
+            "delete" => Ok(RowKind::Delete),
+            _ => Err(format!(
+                "header `{name}` = \"{value}\": expected upsert, insert, update or delete"
+            )),
+        }
+    }
+
     /// The table index for a message: 0 for the sink's table, else 1-based
     /// into `tables`, which collects the routed names.
     fn route(&self, payload: &[u8], tables: &mut Vec<String>) -> Result<u16, String> {
@@ -91,9 +120,10 @@ impl JsonMapping {
         let mut counts = Vec::with_capacity(batch.len());
         let mut tables: Vec<String> = Vec::new();
         for message in batch.iter() {
-            let mapped = self.route(message.payload, &mut tables).and_then(|table| {
+            let mapped = self.kind(message.headers).and_then(|kind| {
+                let table = self.route(message.payload, &mut tables)?;
                 self.mapper
-                    .map_into(message.payload, self.kind, table, &mut rows)
+                    .map_into(message.payload, kind, table, &mut rows)
                     .map_err(|e| e.to_string())
             });
             match mapped {
@@ -146,6 +176,37 @@ mod tests {
         assert_eq!(routed, vec![Some("db.a"), None, Some("db.a")]);
         assert!(
             matches!(&out.outcomes[3], MessageOutcome::DeadLetter(r) if r.starts_with("routing field `to`"))
+        );
+    }
+
+    #[test]
+    fn an_op_header_sets_the_row_kind() {
+        let table = TableSchema {
+            path: TablePath::new("db", "t"),
+            columns: vec![Column::new("id", DataType::BigInt, false)],
+            primary_key: vec!["id".into()],
+        };
+        let op = |v: &str| {
+            vec![Header {
+                key: "op".into(),
+                kind: crate::batch::HeaderKind::String,
+                value: v.as_bytes().to_vec(),
+            }]
+        };
+        let mut batch = MessageBatch::new(Source::default());
+        for headers in [vec![], op("DELETE"), op("insert"), op("drop")] {
+            batch.push(0, 0, 0, br#"{"id":1}"#, headers).unwrap();
+        }
+        let out = JsonMapping::new(&table, RowKind::Upsert)
+            .with_op_header(Some("op".into()))
+            .map_batch(&batch);
+        let kinds: Vec<RowKind> = out.rows.iter().map(|(e, _)| e.kind).collect();
+        assert_eq!(kinds, vec![RowKind::Upsert, RowKind::Delete, RowKind::Upsert]);
+        assert_eq!(
+            out.outcomes[3],
+            MessageOutcome::DeadLetter(
+                "header `op` = \"drop\": expected upsert, insert, update or delete".into()
+            )
         );
     }
 

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+pub mod plugin;
+
 use fluss_row_codec::Cell;
 use iggy_connector_fluss_sink::batch::{Header, MessageBatch, Source};
 use iggy_connector_fluss_sink::rows::TransformOutput;
@@ -140,6 +142,25 @@ pub mod fluss_cluster {
             ..Default::default()
         };
         FlussConnection::new(config).await.expect("Fluss is reachable")
+    }
+
+    /// The text of string column `column` of the row with BIGINT key `id`
+    /// in primary-key table `path`, or `None` when there is no such row.
+    pub async fn lookup_string(path: &TablePath, id: i64, column: usize) -> Option<String> {
+        use fluss::row::{DataGetters, GenericRow};
+        let conn = connection().await;
+        let table = conn
+            .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
+            .await
+            .unwrap();
+        let mut lookuper = table.new_lookup().unwrap().create_lookuper().unwrap();
+        let mut key = GenericRow::new(1);
+        key.set_field(0, id);
+        let found = lookuper.lookup(&key).await.unwrap();
+        found
+            .get_single_row()
+            .unwrap()
+            .map(|row| row.get_string(column).unwrap().to_string())
     }
 
     /// Every row of a log table (one bucket), each as its cells' text, once

@@ -55,6 +55,9 @@ pub struct WriterSettings {
     pub retry_backoff: Duration,
     /// The longest a write may wait for room in the client's buffer.
     pub buffer_wait_timeout: Duration,
+    /// The longest rows wait in the client's buffer for more rows before
+    /// being sent; the writer flushes at the end of each batch regardless.
+    pub batch_timeout: Duration,
     /// Where dead letters go; `None` logs them at error level only.
     pub dead_letter_table: Option<TablePath>,
     /// Create a routed table that does not exist, with the sink table's schema.
@@ -74,6 +77,7 @@ impl Default for WriterSettings {
             max_retries: 10,
             retry_backoff: Duration::from_millis(100),
             buffer_wait_timeout: Duration::from_secs(30),
+            batch_timeout: Duration::from_millis(100),
             dead_letter_table: None,
             auto_create_table: false,
             bucket_count: None,
@@ -259,6 +263,7 @@ impl FlussWriter {
             bootstrap_servers: settings.bootstrap_servers.clone(),
             writer_buffer_wait_timeout_ms: settings.buffer_wait_timeout.as_millis() as u64,
             writer_retries: settings.max_retries as i32,
+            writer_batch_timeout_ms: settings.batch_timeout.as_millis() as i64,
             ..Default::default()
         };
         if let Some((user, password)) = &settings.sasl {
@@ -540,10 +545,9 @@ impl FlussWriter {
             let what = format!("Arrow batches of offset {} to {table}", message.offset);
             let mut refused = None;
             for record in batches {
-                if let Err(reason) = self
-                    .deliver(table, &what, || writer.append_arrow_batch(record.clone()))
-                    .await?
-                {
+                let ack = self.deliver(table, &what, || writer.append_arrow_batch(record.clone()));
+                let (ack, ()) = tokio::join!(biased; ack, self.hurry(writer.flush()));
+                if let Err(reason) = ack? {
                     refused = Some(reason);
                     break;
                 }
@@ -581,12 +585,11 @@ impl FlussWriter {
                             table: table.schema.path.to_string(),
                             reason,
                         })?;
-                    match self
-                        .deliver(&table.schema.path, &what, || {
-                            writer.append_arrow_batch(batch.clone())
-                        })
-                        .await?
-                    {
+                    let ack = self.deliver(&table.schema.path, &what, || {
+                        writer.append_arrow_batch(batch.clone())
+                    });
+                    let (ack, ()) = tokio::join!(biased; ack, self.hurry(writer.flush()));
+                    match ack? {
                         Ok(()) => {}
                         Err(reason) if part.len() == 1 => failures.push((part[0].0, reason)),
                         Err(_) => {
@@ -614,20 +617,32 @@ impl FlussWriter {
                     .iter()
                     .map(|(m, kind, row)| (*m, kind, row, send_keyed(writer, *kind, row)))
                     .collect();
-                for (message, kind, row, first) in sent {
-                    let mut first = Some(first);
-                    let result = self
-                        .deliver(&table.schema.path, &what, || {
-                            first.take().unwrap_or_else(|| send_keyed(writer, *kind, row))
-                        })
-                        .await?;
-                    if let Err(reason) = result {
-                        failures.push((message, reason));
+                let acks = async {
+                    for (message, kind, row, first) in sent {
+                        let mut first = Some(first);
+                        let result = self
+                            .deliver(&table.schema.path, &what, || {
+                                first.take().unwrap_or_else(|| send_keyed(writer, *kind, row))
+                            })
+                            .await?;
+                        if let Err(reason) = result {
+                            failures.push((message, reason));
+                        }
                     }
-                }
+                    Ok::<(), WriteError>(())
+                };
+                let (acks, ()) = tokio::join!(biased; acks, self.hurry(writer.flush()));
+                acks?;
             }
         }
         Ok(())
+    }
+
+    /// Runs a client flush so that rows just sent leave without waiting for
+    /// the client's batch timeout. Its result is not used: every row's own
+    /// acknowledgement carries its error.
+    async fn hurry(&self, flush: impl Future<Output = fluss::error::Result<()>>) {
+        let _ = tokio::time::timeout(self.settings.delivery_timeout, flush).await;
     }
 
     /// Sends with `send` until acknowledged: transient errors are retried
@@ -749,10 +764,9 @@ impl FlussWriter {
                 }
             })?;
         let what = format!("{} dead letters to {path}", letters.len());
-        match self
-            .deliver(path, &what, || writer.append_arrow_batch(record.clone()))
-            .await?
-        {
+        let ack = self.deliver(path, &what, || writer.append_arrow_batch(record.clone()));
+        let (ack, ()) = tokio::join!(biased; ack, self.hurry(writer.flush()));
+        match ack? {
             Ok(()) => Ok(()),
             Err(reason) => Err(WriteError::Table {
                 table: path.to_string(),

@@ -1,0 +1,686 @@
+//! The plugin's configuration: the connector file's `[plugin_config]` table,
+//! which the runtime hands over as JSON.
+//!
+//! Unknown keys are refused by name. Where a string is expected a number or a
+//! boolean is accepted too (the runtime's environment overrides turn strings
+//! that look numeric into numbers); durations are humantime strings ("5s",
+//! "250ms"), memory sizes are byte-size strings ("256 MiB") or plain bytes.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fluss_row_codec::RowKind;
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
+
+use crate::schema::{Column, DataType, TablePath, TableSchema};
+use crate::transform::{Limits, TransformSpec};
+use crate::writer::WriterSettings;
+
+/// Why a config was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The runtime passed `null`: the connector file has no `[plugin_config]`.
+    #[error(
+        "the connector has no [plugin_config]; at least bootstrap_servers, database and table are required"
+    )]
+    Missing,
+    /// The JSON does not parse or does not fit the options.
+    #[error("invalid plugin_config: {0}")]
+    Invalid(String),
+    /// The options parse but contradict each other.
+    #[error("invalid plugin_config: {0}")]
+    Inconsistent(String),
+}
+
+/// The kind of the sink's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableType {
+    /// An append-only log table.
+    #[default]
+    Log,
+    /// A table with a primary key: upserts and deletes.
+    PrimaryKey,
+}
+
+/// What a row does when its input does not say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteMode {
+    /// Append (log tables).
+    Append,
+    /// Insert or replace by primary key.
+    Upsert,
+    /// Delete by primary key.
+    Delete,
+}
+
+impl WriteMode {
+    /// The row kind this mode writes.
+    pub fn row_kind(self) -> RowKind {
+        match self {
+            Self::Append => RowKind::Append,
+            Self::Upsert => RowKind::Upsert,
+            Self::Delete => RowKind::Delete,
+        }
+    }
+}
+
+/// How payloads become rows when there is no transform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PayloadFormat {
+    /// JSON objects, fields matched to columns by name.
+    #[default]
+    Json,
+    /// Arrow IPC streams appended as record batches.
+    ArrowIpc,
+}
+
+/// One declared column of the sink's table.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnConfig {
+    /// Column name.
+    #[serde(deserialize_with = "lenient_string")]
+    pub name: String,
+    /// Fluss type, e.g. "BIGINT", "DECIMAL(10, 2)", "TIMESTAMP(3)".
+    #[serde(rename = "type", deserialize_with = "lenient_string")]
+    pub data_type: String,
+    /// Whether the column takes nulls (primary-key columns never do).
+    #[serde(default = "yes")]
+    pub nullable: bool,
+}
+
+/// The WebAssembly transform and its limits.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransformConfig {
+    /// The component file (`.wasm`).
+    pub path: PathBuf,
+    /// Key/value pairs handed to the transform's `init`.
+    #[serde(default, deserialize_with = "lenient_string_map")]
+    pub config: BTreeMap<String, String>,
+    /// Folder for compiled components; defaults to the user's cache folder.
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+    /// CPU time one call may take.
+    #[serde(default, with = "opt_duration")]
+    pub call_timeout: Option<Duration>,
+    /// Linear memory one instance may hold ("256 MiB" or bytes).
+    #[serde(default, deserialize_with = "opt_byte_size")]
+    pub max_memory: Option<u64>,
+    /// Rows one batch may return.
+    #[serde(default)]
+    pub max_rows_per_batch: Option<usize>,
+    /// Encoded row bytes one batch may return ("128 MiB" or bytes).
+    #[serde(default, deserialize_with = "opt_byte_size")]
+    pub max_output_bytes: Option<u64>,
+    /// Failed calls allowed while isolating bad messages in one batch.
+    #[serde(default)]
+    pub max_faults_per_batch: Option<u32>,
+}
+
+/// Every option of `[plugin_config]`; see the README's table for each.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkConfig {
+    /// `host:port` of the Fluss coordinator(s), comma-separated.
+    #[serde(deserialize_with = "lenient_string")]
+    pub bootstrap_servers: String,
+    /// SASL/PLAIN user name.
+    #[serde(default, deserialize_with = "opt_lenient_string")]
+    pub sasl_username: Option<String>,
+    /// SASL/PLAIN password (never logged).
+    #[serde(default, deserialize_with = "opt_lenient_string", skip_serializing)]
+    pub sasl_password: Option<String>,
+    /// The sink table's database.
+    #[serde(deserialize_with = "lenient_string")]
+    pub database: String,
+    /// The sink table.
+    #[serde(deserialize_with = "lenient_string")]
+    pub table: String,
+    /// `log` or `primary_key`.
+    #[serde(default)]
+    pub table_type: TableType,
+    /// Row kind where the input gives none: `append` (log), `upsert` or `delete` (primary key).
+    #[serde(default)]
+    pub write_mode: Option<WriteMode>,
+    /// `json` or `arrow_ipc`, used when there is no transform.
+    #[serde(default)]
+    pub payload_format: PayloadFormat,
+    /// Messages per transform call and per Fluss write.
+    #[serde(default = "default_batch_size", deserialize_with = "lenient_usize")]
+    pub batch_size: usize,
+    /// The longest rows wait in the client's buffer before being sent.
+    #[serde(default = "default_flush_interval", with = "duration")]
+    pub flush_interval: Duration,
+    /// Primary-key columns, for a table the sink creates (and checked against an existing one).
+    #[serde(default)]
+    pub primary_key_columns: Vec<String>,
+    /// Columns of a table the sink creates when absent; without them the table must exist.
+    #[serde(default)]
+    pub columns: Vec<ColumnConfig>,
+    /// Buckets of tables the sink creates.
+    #[serde(default)]
+    pub bucket_count: Option<u32>,
+    /// Route each JSON message by its field `dynamic_route_field`.
+    #[serde(default)]
+    pub dynamic_routing: bool,
+    /// The field holding "database.table" (default `fluss_table`).
+    #[serde(default, deserialize_with = "opt_lenient_string")]
+    pub dynamic_route_field: Option<String>,
+    /// Create routed tables that do not exist, with the sink table's schema.
+    #[serde(default)]
+    pub auto_create_table: bool,
+    /// Header whose value (`upsert`, `insert`, `update`, `delete`) overrides `write_mode` per JSON message.
+    #[serde(default = "default_op_header", deserialize_with = "lenient_string")]
+    pub op_header: String,
+    /// Fill the `iggy_*` metadata columns the table has.
+    #[serde(default)]
+    pub include_metadata: bool,
+    /// "database.table" of the dead-letter log table (created when absent).
+    #[serde(default, deserialize_with = "opt_lenient_string")]
+    pub dead_letter_table: Option<String>,
+    /// The longest a batch may take to be acknowledged, retries included.
+    #[serde(default = "default_delivery_timeout", with = "duration")]
+    pub delivery_timeout: Duration,
+    /// Retries of a write that failed transiently.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// First backoff between retries (doubles, with jitter, up to 5 s).
+    #[serde(default = "default_retry_backoff", with = "duration")]
+    pub retry_backoff: Duration,
+    /// The longest a write waits for room in the client's buffer.
+    #[serde(default = "default_buffer_wait_timeout", with = "duration")]
+    pub buffer_wait_timeout: Duration,
+    /// The longest `close` waits for running consumes and unsent rows.
+    #[serde(default = "default_close_timeout", with = "duration")]
+    pub close_timeout: Duration,
+    /// The WebAssembly transform, if any.
+    #[serde(default)]
+    pub transform: Option<TransformConfig>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_batch_size() -> usize {
+    500
+}
+fn default_flush_interval() -> Duration {
+    Duration::from_millis(100)
+}
+fn default_op_header() -> String {
+    "op".into()
+}
+fn default_delivery_timeout() -> Duration {
+    Duration::from_secs(120)
+}
+fn default_max_retries() -> u32 {
+    10
+}
+fn default_retry_backoff() -> Duration {
+    Duration::from_millis(100)
+}
+fn default_buffer_wait_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_close_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+impl SinkConfig {
+    /// Parses and checks the JSON the runtime passes to `open`.
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| ConfigError::Invalid(format!("not JSON: {e}")))?;
+        Self::from_value(value)
+    }
+
+    /// Checks a config parsed from a JSON value (e.g. a TOML table converted).
+    pub fn from_value(value: serde_json::Value) -> Result<Self, ConfigError> {
+        if value.is_null() {
+            return Err(ConfigError::Missing);
+        }
+        let config: Self = serde_json::from_value(value).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Inconsistent(m));
+        if self.bootstrap_servers.trim().is_empty() {
+            return bad("bootstrap_servers is empty".into());
+        }
+        self.table_path()?;
+        self.dead_letter_path()?;
+        if self.batch_size == 0 {
+            return bad("batch_size must be at least 1".into());
+        }
+        if self.sasl_username.is_some() != self.sasl_password.is_some() {
+            return bad("sasl_username and sasl_password go together".into());
+        }
+        let mode = self.write_mode();
+        match (self.table_type, mode) {
+            (TableType::Log, WriteMode::Upsert | WriteMode::Delete) => {
+                return bad(format!(
+                    "write_mode = \"{}\" needs table_type = \"primary_key\"",
+                    mode.row_kind().name()
+                ));
+            }
+            (TableType::PrimaryKey, WriteMode::Append) => {
+                return bad("a primary_key table takes write_mode \"upsert\" or \"delete\"".into());
+            }
+            _ => {}
+        }
+        if self.table_type == TableType::PrimaryKey
+            && !self.columns.is_empty()
+            && self.primary_key_columns.is_empty()
+        {
+            return bad(
+                "table_type = \"primary_key\" with declared columns needs primary_key_columns".into(),
+            );
+        }
+        if self.table_type == TableType::Log && !self.primary_key_columns.is_empty() {
+            return bad("primary_key_columns needs table_type = \"primary_key\"".into());
+        }
+        if self.dynamic_route_field.is_some() && !self.dynamic_routing {
+            return bad("dynamic_route_field is set but dynamic_routing is false".into());
+        }
+        if self.payload_format == PayloadFormat::ArrowIpc {
+            if self.transform.is_some() {
+                return bad("payload_format = \"arrow_ipc\" cannot be combined with a transform".into());
+            }
+            if self.table_type == TableType::PrimaryKey {
+                return bad("payload_format = \"arrow_ipc\" writes to log tables only".into());
+            }
+            if self.dynamic_routing {
+                return bad("dynamic_routing reads JSON fields; it does not apply to arrow_ipc".into());
+            }
+        }
+        if self.dynamic_routing && self.transform.is_some() {
+            return bad(
+                "with a transform, route rows by their table in the transform, not dynamic_routing".into(),
+            );
+        }
+        self.declared_schema()?;
+        Ok(())
+    }
+
+    /// The sink table.
+    pub fn table_path(&self) -> Result<TablePath, ConfigError> {
+        let path = TablePath::new(self.database.clone(), self.table.clone());
+        path.to_string()
+            .parse::<TablePath>()
+            .map_err(|e| ConfigError::Inconsistent(format!("database/table: {e}")))
+    }
+
+    fn dead_letter_path(&self) -> Result<Option<TablePath>, ConfigError> {
+        self.dead_letter_table
+            .as_deref()
+            .map(|t| {
+                t.parse::<TablePath>()
+                    .map_err(|e| ConfigError::Inconsistent(format!("dead_letter_table: {e}")))
+            })
+            .transpose()
+    }
+
+    /// The row kind where the input gives none.
+    pub fn write_mode(&self) -> WriteMode {
+        self.write_mode.unwrap_or(match self.table_type {
+            TableType::Log => WriteMode::Append,
+            TableType::PrimaryKey => WriteMode::Upsert,
+        })
+    }
+
+    /// The field dynamic routing reads, when it is on.
+    pub fn route_field(&self) -> Option<String> {
+        self.dynamic_routing.then(|| {
+            self.dynamic_route_field
+                .clone()
+                .unwrap_or_else(|| "fluss_table".into())
+        })
+    }
+
+    /// The table schema declared by `columns`, if any.
+    pub fn declared_schema(&self) -> Result<Option<TableSchema>, ConfigError> {
+        if self.columns.is_empty() {
+            return Ok(None);
+        }
+        let mut columns = Vec::with_capacity(self.columns.len());
+        for c in &self.columns {
+            if columns.iter().any(|d: &Column| d.name == c.name) {
+                return Err(ConfigError::Inconsistent(format!(
+                    "column `{}` is declared twice",
+                    c.name
+                )));
+            }
+            let data_type: DataType = c
+                .data_type
+                .parse()
+                .map_err(|e| ConfigError::Inconsistent(format!("column `{}`: {e}", c.name)))?;
+            let nullable = c.nullable && !self.primary_key_columns.contains(&c.name);
+            columns.push(Column::new(c.name.clone(), data_type, nullable));
+        }
+        for key in &self.primary_key_columns {
+            if !columns.iter().any(|c| &c.name == key) {
+                return Err(ConfigError::Inconsistent(format!(
+                    "primary key column `{key}` is not among the declared columns"
+                )));
+            }
+        }
+        Ok(Some(TableSchema {
+            path: self.table_path()?,
+            columns,
+            primary_key: self.primary_key_columns.clone(),
+        }))
+    }
+
+    /// The writer's settings.
+    pub fn writer_settings(&self) -> WriterSettings {
+        WriterSettings {
+            bootstrap_servers: self.bootstrap_servers.clone(),
+            sasl: self.sasl_username.clone().zip(self.sasl_password.clone()),
+            delivery_timeout: self.delivery_timeout,
+            max_retries: self.max_retries,
+            retry_backoff: self.retry_backoff,
+            buffer_wait_timeout: self.buffer_wait_timeout,
+            batch_timeout: self.flush_interval,
+            dead_letter_table: self.dead_letter_path().ok().flatten(),
+            auto_create_table: self.auto_create_table,
+            bucket_count: self.bucket_count.map(|n| n as i32),
+            include_metadata: self.include_metadata,
+        }
+    }
+
+    /// The transform to load, if any.
+    pub fn transform_spec(&self) -> Option<TransformSpec> {
+        let t = self.transform.as_ref()?;
+        let mut spec = TransformSpec::new(t.path.clone());
+        spec.config = t.config.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if let Some(dir) = &t.cache_dir {
+            spec.cache_dir = Some(dir.clone());
+        }
+        let defaults = Limits::default();
+        spec.limits = Limits {
+            call_timeout: t.call_timeout.unwrap_or(defaults.call_timeout),
+            max_memory: t.max_memory.map_or(defaults.max_memory, |b| b as usize),
+            recycle_memory: t
+                .max_memory
+                .map_or(defaults.recycle_memory, |b| (b as usize / 2).max(1)),
+            max_rows_per_batch: t.max_rows_per_batch.unwrap_or(defaults.max_rows_per_batch),
+            max_output_bytes: t
+                .max_output_bytes
+                .map_or(defaults.max_output_bytes, |b| b as usize),
+            max_faults_per_batch: t.max_faults_per_batch.unwrap_or(defaults.max_faults_per_batch),
+            ..defaults
+        };
+        Some(spec)
+    }
+}
+
+/// A string, or a number or boolean written where a string belongs.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StringLike {
+    Text(String),
+    Integer(i64),
+    Unsigned(u64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl From<StringLike> for String {
+    fn from(v: StringLike) -> Self {
+        match v {
+            StringLike::Text(s) => s,
+            StringLike::Integer(n) => n.to_string(),
+            StringLike::Unsigned(n) => n.to_string(),
+            StringLike::Float(n) => n.to_string(),
+            StringLike::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    StringLike::deserialize(d)
+        .map(String::from)
+        .map_err(|_| de::Error::custom("expected a string"))
+}
+
+fn opt_lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(Option::<StringLike>::deserialize(d)
+        .map_err(|_| de::Error::custom("expected a string"))?
+        .map(String::from))
+}
+
+fn lenient_string_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let map = BTreeMap::<String, StringLike>::deserialize(d)
+        .map_err(|_| de::Error::custom("expected a table of strings"))?;
+    Ok(map.into_iter().map(|(k, v)| (k, v.into())).collect())
+}
+
+fn lenient_usize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    match StringLike::deserialize(d).map_err(|_| de::Error::custom("expected a whole number"))? {
+        StringLike::Unsigned(n) => usize::try_from(n).map_err(de::Error::custom),
+        StringLike::Integer(n) => {
+            usize::try_from(n).map_err(|_| de::Error::custom("expected a positive number"))
+        }
+        StringLike::Text(s) => s
+            .trim()
+            .parse()
+            .map_err(|_| de::Error::custom(format!("expected a whole number, got \"{s}\""))),
+        _ => Err(de::Error::custom("expected a whole number")),
+    }
+}
+
+fn opt_byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let Some(v) = Option::<StringLike>::deserialize(d)
+        .map_err(|_| de::Error::custom("expected a size such as \"256 MiB\""))?
+    else {
+        return Ok(None);
+    };
+    match v {
+        StringLike::Unsigned(n) => Ok(Some(n)),
+        StringLike::Text(s) => s
+            .parse::<bytesize::ByteSize>()
+            .map(|b| Some(b.as_u64()))
+            .map_err(|e| de::Error::custom(format!("size \"{s}\": {e}"))),
+        _ => Err(de::Error::custom("expected a size such as \"256 MiB\"")),
+    }
+}
+
+/// Durations as humantime strings.
+mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserializer, Serializer, de};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = super::lenient_string(d)?;
+        humantime::parse_duration(&text).map_err(|e| {
+            de::Error::custom(format!(
+                "duration \"{text}\": {e} (write it with a unit, like \"500ms\" or \"5s\")"
+            ))
+        })
+    }
+
+    pub fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*value).to_string())
+    }
+}
+
+/// Optional humantime durations.
+mod opt_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        #[derive(Deserialize)]
+        struct Wrapped(#[serde(with = "super::duration")] Duration);
+        Ok(Option::<Wrapped>::deserialize(d)?.map(|w| w.0))
+    }
+
+    pub fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(v) => super::duration::serialize(v, s),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<SinkConfig, ConfigError> {
+        SinkConfig::from_json(json)
+    }
+
+    const MINIMAL: &str = r#"{"bootstrap_servers":"localhost:9123","database":"mydb","table":"events"}"#;
+
+    #[test]
+    fn the_seed_example_parses_with_its_values() {
+        let c = parse(
+            r#"{"bootstrap_servers":"localhost:9123","database":"mydb","table":"events",
+                "table_type":"log","write_mode":"append","payload_format":"json",
+                "batch_size":500,"flush_interval":"1s"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.table_path().unwrap(), TablePath::new("mydb", "events"));
+        assert_eq!(c.write_mode(), WriteMode::Append);
+        assert_eq!(c.batch_size, 500);
+        assert_eq!(c.flush_interval, Duration::from_secs(1));
+        assert_eq!(c.writer_settings().batch_timeout, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn defaults_fill_what_is_left_out() {
+        let c = parse(MINIMAL).unwrap();
+        assert_eq!(c.table_type, TableType::Log);
+        assert_eq!(c.write_mode(), WriteMode::Append);
+        assert_eq!(c.payload_format, PayloadFormat::Json);
+        assert_eq!(c.delivery_timeout, Duration::from_secs(120));
+        assert_eq!(c.op_header, "op");
+        assert!(c.transform_spec().is_none());
+        assert!(c.declared_schema().unwrap().is_none());
+    }
+
+    #[test]
+    fn null_config_says_what_is_missing() {
+        let e = parse("null").unwrap_err();
+        assert!(matches!(e, ConfigError::Missing));
+        assert!(e.to_string().contains("bootstrap_servers"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = parse(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","tabel_type":"log"}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown field `tabel_type`"), "{e}");
+        let e = parse(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","transform":{"path":"a.wasm","cfg":{}}}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("unknown field `cfg`"), "{e}");
+    }
+
+    #[test]
+    fn missing_required_keys_are_named() {
+        let e = parse(r#"{"bootstrap_servers":"x:1","database":"d"}"#).unwrap_err();
+        assert!(e.to_string().contains("missing field `table`"), "{e}");
+    }
+
+    #[test]
+    fn numbers_are_accepted_where_strings_are_expected() {
+        let c = parse(
+            r#"{"bootstrap_servers":"x:1","database":2024,"table":"t","sasl_username":"u","sasl_password":12345,
+                "batch_size":"250","transform":{"path":"t.wasm","config":{"limit":10,"strict":true}}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.database, "2024");
+        assert_eq!(c.sasl_password.as_deref(), Some("12345"));
+        assert_eq!(c.batch_size, 250);
+        let spec = c.transform_spec().unwrap();
+        assert_eq!(
+            spec.config,
+            vec![
+                ("limit".to_string(), "10".to_string()),
+                ("strict".to_string(), "true".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn durations_and_sizes_are_read_with_units() {
+        let c = parse(
+            r#"{"bootstrap_servers":"x:1","database":"d","table":"t","delivery_timeout":"2m 30s",
+                "transform":{"path":"t.wasm","call_timeout":"250ms","max_memory":"64 MiB"}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.delivery_timeout, Duration::from_secs(150));
+        let limits = c.transform_spec().unwrap().limits;
+        assert_eq!(limits.call_timeout, Duration::from_millis(250));
+        assert_eq!(limits.max_memory, 64 << 20);
+        let e = parse(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","flush_interval":"5"}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("duration \"5\""), "{e}");
+    }
+
+    #[test]
+    fn contradictions_are_refused_with_the_fix() {
+        let cases = [
+            (r#""write_mode":"upsert""#, "needs table_type = \"primary_key\""),
+            (
+                r#""table_type":"primary_key","write_mode":"append""#,
+                "takes write_mode",
+            ),
+            (
+                r#""table_type":"primary_key","columns":[{"name":"id","type":"BIGINT"}]"#,
+                "needs primary_key_columns",
+            ),
+            (r#""dynamic_route_field":"to""#, "dynamic_routing is false"),
+            (
+                r#""payload_format":"arrow_ipc","table_type":"primary_key""#,
+                "log tables only",
+            ),
+            (r#""dead_letter_table":"nodot""#, "dead_letter_table"),
+            (r#""columns":[{"name":"a","type":"NUMBER"}]"#, "column `a`"),
+            (r#""batch_size":0"#, "batch_size"),
+            (r#""sasl_username":"u""#, "go together"),
+        ];
+        for (extra, expected) in cases {
+            let json = format!(r#"{{"bootstrap_servers":"x:1","database":"d","table":"t",{extra}}}"#);
+            let e = parse(&json).unwrap_err();
+            assert!(e.to_string().contains(expected), "{extra}: {e}");
+        }
+    }
+
+    #[test]
+    fn declared_columns_make_a_schema_with_non_null_keys() {
+        let c = parse(
+            r#"{"bootstrap_servers":"x:1","database":"d","table":"t","table_type":"primary_key",
+                "primary_key_columns":["id"],
+                "columns":[{"name":"id","type":"BIGINT"},{"name":"v","type":"DECIMAL(10, 2)","nullable":false}]}"#,
+        )
+        .unwrap();
+        let schema = c.declared_schema().unwrap().unwrap();
+        assert_eq!(
+            schema.columns,
+            vec![
+                Column::new("id", DataType::BigInt, false),
+                Column::new("v", DataType::Decimal(10, 2), false)
+            ]
+        );
+        assert_eq!(c.write_mode(), WriteMode::Upsert);
+    }
+
+    #[test]
+    fn dynamic_routing_defaults_its_field() {
+        let c = parse(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","dynamic_routing":true}"#)
+            .unwrap();
+        assert_eq!(c.route_field().as_deref(), Some("fluss_table"));
+    }
+}

@@ -1,0 +1,284 @@
+//! One sink instance's work: messages in, rows out to Fluss. A batch is cut
+//! into `batch_size` chunks; each chunk becomes rows (WebAssembly transform,
+//! JSON mapping, or Arrow IPC passthrough) and is written, and `consume`
+//! returns once Fluss acknowledged, or the dead-letter table took, every
+//! message's rows.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::abi::decode::Schema;
+use crate::batch::MessageBatch;
+use crate::config::{ConfigError, PayloadFormat, SinkConfig, TableType};
+use crate::mapping::JsonMapping;
+use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
+use crate::schema::{TablePath, TableSchema};
+use crate::transform::{Transform, TransformError};
+use crate::writer::{FlussWriter, WriteError, WriteReport};
+
+/// Why an instance could not open or a batch could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// The config is refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The transform did not load, or failed a batch as a whole.
+    #[error(transparent)]
+    Transform(#[from] TransformError),
+    /// Fluss could not be reached or did not take the rows.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// The sink table does not match what the config says it is.
+    #[error("table {table}: {reason}")]
+    TableMismatch {
+        /// The sink table.
+        table: TablePath,
+        /// What does not match.
+        reason: String,
+    },
+    /// A worker task ended without an answer (it panicked).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// How messages become rows.
+enum Stage {
+    Wasm(Arc<Transform>),
+    Json(JsonMapping),
+    ArrowIpc,
+}
+
+/// Counts of messages since the instance opened.
+#[derive(Debug, Default)]
+pub struct PipelineStats {
+    /// Messages handed to `consume`.
+    pub received: AtomicU64,
+    /// Messages whose rows Fluss acknowledged.
+    pub written: AtomicU64,
+    /// Messages that became no rows.
+    pub filtered: AtomicU64,
+    /// Messages dead-lettered.
+    pub dead_lettered: AtomicU64,
+}
+
+/// An open sink instance: the table, the stage that makes rows, the writer.
+pub struct Pipeline {
+    table: TablePath,
+    schema: TableSchema,
+    stage: Stage,
+    writer: FlussWriter,
+    batch_size: usize,
+    stats: PipelineStats,
+}
+
+impl Pipeline {
+    /// Connects to Fluss, creates or reads the sink table, checks it against
+    /// the config, and loads the transform.
+    pub async fn open(config: SinkConfig) -> Result<Self, PipelineError> {
+        let table = config.table_path()?;
+        let writer = FlussWriter::connect(config.writer_settings()).await?;
+        let schema = match config.declared_schema()? {
+            Some(declared) => writer.ensure_table(&declared).await?,
+            None => writer.table_schema(&table).await?,
+        };
+        check_table(&config, &schema)?;
+        let stage = match (config.transform_spec(), config.payload_format) {
+            (Some(spec), _) => {
+                let tables = vec![schema.clone()];
+                let transform = tokio::task::spawn_blocking(move || Transform::load(&spec, &tables))
+                    .await
+                    .map_err(|e| PipelineError::Internal(format!("loading the transform: {e}")))??;
+                let info = transform.load_info();
+                tracing::info!("transform loaded ({:?}, {:?})", info.source, info.compile_time);
+                Stage::Wasm(Arc::new(transform))
+            }
+            (None, PayloadFormat::Json) => Stage::Json(
+                JsonMapping::new(&schema, config.write_mode().row_kind())
+                    .with_metadata(config.include_metadata)
+                    .with_route_field(config.route_field())
+                    .with_op_header(
+                        (config.table_type == TableType::PrimaryKey).then(|| config.op_header.clone()),
+                    ),
+            ),
+            (None, PayloadFormat::ArrowIpc) => Stage::ArrowIpc,
+        };
+        tracing::info!(table = %table, "Fluss sink open");
+        Ok(Self {
+            table,
+            schema,
+            stage,
+            writer,
+            batch_size: config.batch_size,
+            stats: PipelineStats::default(),
+        })
+    }
+
+    /// The sink table's schema as Fluss has it.
+    pub fn schema(&self) -> &TableSchema {
+        &self.schema
+    }
+
+    /// Message counts since open.
+    pub fn stats(&self) -> &PipelineStats {
+        &self.stats
+    }
+
+    /// Makes rows of one chunk (CPU work; runs off the async workers).
+    fn rows_of(&self, schema: Schema, chunk: &MessageBatch) -> Result<TransformOutput, TransformError> {
+        match &self.stage {
+            Stage::Wasm(transform) => transform.process(chunk),
+            Stage::Json(_) if !matches!(schema, Schema::Json | Schema::Raw | Schema::Text) => {
+                Ok(dead_letter_all(
+                    chunk.len(),
+                    &format!(
+                        "{schema:?} payloads cannot be mapped as JSON: convert them to json in the stream's \
+                         config or configure a transform"
+                    ),
+                ))
+            }
+            Stage::Json(mapping) => Ok(mapping.map_batch(chunk)),
+            Stage::ArrowIpc => unreachable!("Arrow IPC payloads are written as they are"),
+        }
+    }
+
+    /// Writes `batch` and returns what became of its messages, once every
+    /// row is acknowledged or dead-lettered. An error means some messages of
+    /// the batch may not have reached Fluss (their offsets are logged).
+    pub async fn consume(
+        self: &Arc<Self>,
+        schema: Schema,
+        batch: MessageBatch,
+    ) -> Result<WriteReport, PipelineError> {
+        self.stats
+            .received
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let (count, source) = (batch.len(), batch.source.clone());
+        let chunks: Vec<MessageBatch> = if count <= self.batch_size {
+            vec![batch]
+        } else {
+            (0..count)
+                .step_by(self.batch_size)
+                .map(|start| batch.slice(start..(start + self.batch_size).min(count)))
+                .collect()
+        };
+        let mut total = WriteReport::default();
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            if chunk.is_empty() {
+                continue;
+            }
+            let first = chunk.get(0).offset;
+            let report = match self.write_chunk(schema, chunk).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(
+                        "messages from offset {first} on (chunk {i}) of {}/{} partition {} may not be in Fluss: {e}",
+                        source.stream,
+                        source.topic,
+                        source.partition
+                    );
+                    return Err(e);
+                }
+            };
+            self.count(&report);
+            total.written += report.written;
+            total.filtered += report.filtered;
+            total.dead_lettered += report.dead_lettered;
+        }
+        tracing::debug!(
+            written = total.written,
+            filtered = total.filtered,
+            dead_lettered = total.dead_lettered,
+            "batch of {count} messages from {}/{} done",
+            source.stream,
+            source.topic
+        );
+        Ok(total)
+    }
+
+    async fn write_chunk(
+        self: &Arc<Self>,
+        schema: Schema,
+        chunk: MessageBatch,
+    ) -> Result<WriteReport, PipelineError> {
+        if let Stage::ArrowIpc = self.stage {
+            return Ok(self.writer.write_arrow_ipc(&chunk, &self.table).await?);
+        }
+        let this = self.clone();
+        let span = tracing::Span::current();
+        let (chunk, output) = tokio::task::spawn_blocking(move || {
+            let output = span.in_scope(|| this.rows_of(schema, &chunk));
+            (chunk, output)
+        })
+        .await
+        .map_err(|e| PipelineError::Internal(format!("making rows: {e}")))?;
+        let stage = match self.stage {
+            Stage::Wasm(_) => "transform",
+            _ => "mapping",
+        };
+        Ok(self.writer.write(&chunk, output?, &self.table, stage).await?)
+    }
+
+    fn count(&self, report: &WriteReport) {
+        self.stats
+            .written
+            .fetch_add(report.written as u64, Ordering::Relaxed);
+        self.stats
+            .filtered
+            .fetch_add(report.filtered as u64, Ordering::Relaxed);
+        self.stats
+            .dead_lettered
+            .fetch_add(report.dead_lettered as u64, Ordering::Relaxed);
+    }
+
+    /// Closes the Fluss connection, waiting up to `timeout` for unsent rows.
+    pub async fn close(&self, timeout: Duration) {
+        self.writer.close(timeout).await;
+        let s = &self.stats;
+        tracing::info!(
+            received = s.received.load(Ordering::Relaxed),
+            written = s.written.load(Ordering::Relaxed),
+            filtered = s.filtered.load(Ordering::Relaxed),
+            dead_lettered = s.dead_lettered.load(Ordering::Relaxed),
+            "Fluss sink for {} closed",
+            self.table
+        );
+    }
+}
+
+/// Checks that the table Fluss has is the kind the config says.
+fn check_table(config: &SinkConfig, schema: &TableSchema) -> Result<(), PipelineError> {
+    let mismatch = |reason: String| {
+        Err(PipelineError::TableMismatch {
+            table: schema.path.clone(),
+            reason,
+        })
+    };
+    match (config.table_type, schema.has_primary_key()) {
+        (TableType::Log, true) => {
+            return mismatch(format!(
+                "it has primary key {:?}; set table_type = \"primary_key\"",
+                schema.primary_key
+            ));
+        }
+        (TableType::PrimaryKey, false) => {
+            return mismatch("it is a log table; set table_type = \"log\"".into());
+        }
+        _ => {}
+    }
+    if !config.primary_key_columns.is_empty() && config.primary_key_columns != schema.primary_key {
+        return mismatch(format!(
+            "its primary key is {:?}, the config says {:?}",
+            schema.primary_key, config.primary_key_columns
+        ));
+    }
+    Ok(())
+}
+
+/// An output that dead-letters all `count` messages for `reason`.
+fn dead_letter_all(count: usize, reason: &str) -> TransformOutput {
+    TransformOutput {
+        outcomes: vec![MessageOutcome::DeadLetter(reason.to_string()); count],
+        rows: RowBatch::default(),
+    }
+}

@@ -1,0 +1,381 @@
+//! The plugin loaded with dlopen exactly as the connectors runtime loads it,
+//! driven through its four C symbols with postcard buffers from the test's
+//! own encoder, against the real local Fluss (`scripts/fluss-local.sh start`).
+//! The tests that need Fluss fail, never skip, when no cluster is reachable.
+
+use std::time::{Duration, Instant};
+
+use iggy_connector_fluss_sink::schema::TablePath;
+use integration_tests::fluss_cluster::{bootstrap, lookup_string, read_log, unique_table};
+use integration_tests::plugin::{Plugin, TestMessage, encode, logged, next_id};
+use integration_tests::{component, test_cache_dir};
+use serde_json::{Value, json};
+
+const JSON: u32 = 0;
+
+fn block<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// A config for a log table `path` with id/name/amount columns and a dead-letter table.
+fn log_config(path: &TablePath, dlq: &TablePath) -> Value {
+    json!({
+        "bootstrap_servers": bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "columns": [
+            {"name": "id", "type": "BIGINT", "nullable": false},
+            {"name": "name", "type": "STRING"},
+            {"name": "amount", "type": "DECIMAL(10, 2)"}
+        ],
+        "dead_letter_table": dlq.to_string(),
+        "delivery_timeout": "60s"
+    })
+}
+
+/// Opens `id` with `config`, failing the test with the plugin's own words when it cannot.
+fn open(plugin: &Plugin, id: u32, config: &Value) {
+    let code = plugin.open(id, &config.to_string());
+    assert_eq!(
+        code,
+        0,
+        "open failed (this test needs Fluss: `scripts/fluss-local.sh start`): {:?}",
+        logged(&format!("instance={id}"))
+    );
+}
+
+fn json_messages(from: u64, count: u64) -> Vec<TestMessage> {
+    (from..from + count)
+        .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","amount":"{i}.50"}}"#)))
+        .collect()
+}
+
+#[test]
+fn the_version_is_the_crate_version() {
+    assert_eq!(Plugin::load().version(), env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn json_lands_in_a_log_table_and_bad_messages_in_the_dead_letter_table() {
+    let plugin = Plugin::load();
+    let (path, dlq) = (unique_table("abi_log"), unique_table("abi_dlq"));
+    let id = next_id();
+    open(plugin, id, &log_config(&path, &dlq));
+    assert!(
+        logged(&format!("Fluss sink open instance={id}"))
+            .iter()
+            .any(|(level, _)| *level == 2),
+        "the open is logged at INFO through the callback"
+    );
+
+    let mut messages = json_messages(0, 50);
+    messages.push(TestMessage::text(50, r#"{"id":"fifty"}"#));
+    messages.push(TestMessage::text(51, "not json"));
+    assert_eq!(plugin.consume(id, "app", "orders", JSON, &messages), 0);
+
+    let rows = block(read_log(&path, 50, Duration::from_secs(30)));
+    let expected: Vec<Vec<String>> = (0..50)
+        .map(|i| vec![i.to_string(), format!("n{i}"), format!("{i}.50")])
+        .collect();
+    assert_eq!(rows, expected, "every good message, in order");
+
+    let letters = block(read_log(&dlq, 2, Duration::from_secs(30)));
+    assert_eq!(letters.len(), 2);
+    // stream, topic, partition, offset, message_id, timestamp, payload, error_kind, error, failed_at
+    assert_eq!(&letters[0][..5], &["app", "orders", "1", "50", "10050"]);
+    assert_eq!(letters[0][8], "column `id` (BIGINT): \"fifty\" is not a BIGINT");
+    assert_eq!(letters[1][3], "51");
+    assert!(letters[1][8].contains("JSON"), "{}", letters[1][8]);
+    assert_eq!(plugin.close(id), 0);
+    assert!(
+        logged(&format!("closed instance={id}"))
+            .iter()
+            .any(|(_, m)| m.contains("received=52 written=50 filtered=0 dead_lettered=2")),
+        "{:?}",
+        logged(&format!("instance={id}"))
+    );
+}
+
+#[test]
+fn a_wasm_transform_upserts_and_deletes_in_a_primary_key_table() {
+    let plugin = Plugin::load();
+    let (path, dlq) = (unique_table("abi_cdc"), unique_table("abi_dlq"));
+    let id = next_id();
+    let config = json!({
+        "bootstrap_servers": bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "table_type": "primary_key",
+        "primary_key_columns": ["id"],
+        "columns": [{"name": "id", "type": "BIGINT"}, {"name": "name", "type": "STRING"}],
+        "dead_letter_table": dlq.to_string(),
+        "transform": {
+            "path": component("cdc-upsert"),
+            "cache_dir": test_cache_dir(),
+            "config": {"op_field": "op"}
+        }
+    });
+    open(plugin, id, &config);
+    let messages = [
+        r#"{"op":"c","id":1,"name":"a"}"#,
+        r#"{"op":"c","id":2,"name":"b"}"#,
+        r#"{"op":"u","id":1,"name":"a2"}"#,
+        r#"{"op":"d","id":2}"#,
+        r#"{"op":"x","id":3,"name":"c"}"#,
+    ];
+    let messages: Vec<TestMessage> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| TestMessage::text(i as u64, p))
+        .collect();
+    assert_eq!(plugin.consume(id, "app", "cdc", JSON, &messages), 0);
+    assert_eq!(block(lookup_string(&path, 1, 1)).as_deref(), Some("a2"));
+    assert_eq!(block(lookup_string(&path, 2, 1)), None, "id 2 was deleted");
+    assert_eq!(block(lookup_string(&path, 3, 1)), None, "op x is not written");
+    let letters = block(read_log(&dlq, 1, Duration::from_secs(30)));
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0][7], "transform");
+    assert!(
+        letters[0][8].contains("unknown operation `x`"),
+        "{}",
+        letters[0][8]
+    );
+    assert_eq!(plugin.close(id), 0);
+}
+
+#[test]
+fn json_with_an_op_header_deletes_from_a_primary_key_table() {
+    let plugin = Plugin::load();
+    let path = unique_table("abi_pk");
+    let id = next_id();
+    let config = json!({
+        "bootstrap_servers": bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "table_type": "primary_key",
+        "primary_key_columns": ["id"],
+        "columns": [{"name": "id", "type": "BIGINT"}, {"name": "name", "type": "STRING"}]
+    });
+    open(plugin, id, &config);
+    let messages = vec![
+        TestMessage::text(0, r#"{"id":1,"name":"a"}"#),
+        TestMessage::text(1, r#"{"id":2,"name":"b"}"#),
+        TestMessage::text(2, r#"{"id":1}"#).with_header("op", "delete"),
+    ];
+    assert_eq!(plugin.consume(id, "app", "users", JSON, &messages), 0);
+    assert_eq!(block(lookup_string(&path, 1, 1)), None);
+    assert_eq!(block(lookup_string(&path, 2, 1)).as_deref(), Some("b"));
+    assert_eq!(plugin.close(id), 0);
+}
+
+#[test]
+fn a_tenant_router_writes_two_tables() {
+    let plugin = Plugin::load();
+    let path = unique_table("abi_tenants");
+    let prefix = format!("{}_", path.table);
+    let id = next_id();
+    let config = json!({
+        "bootstrap_servers": bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "columns": [{"name": "tenant", "type": "STRING"}, {"name": "v", "type": "INT"}],
+        "auto_create_table": true,
+        "transform": {
+            "path": component("tenant-router"),
+            "cache_dir": test_cache_dir(),
+            "config": {"prefix": prefix}
+        }
+    });
+    open(plugin, id, &config);
+    let messages: Vec<TestMessage> = [("acme", 1), ("globex", 2), ("acme", 3)]
+        .iter()
+        .enumerate()
+        .map(|(i, (t, v))| TestMessage::text(i as u64, &format!(r#"{{"tenant":"{t}","v":{v}}}"#)))
+        .collect();
+    assert_eq!(plugin.consume(id, "app", "events", JSON, &messages), 0);
+    let acme = TablePath::new(path.database.clone(), format!("{prefix}acme"));
+    let globex = TablePath::new(path.database.clone(), format!("{prefix}globex"));
+    assert_eq!(
+        block(read_log(&acme, 2, Duration::from_secs(30))),
+        vec![
+            vec!["acme".to_string(), "1".into()],
+            vec!["acme".into(), "3".into()]
+        ]
+    );
+    assert_eq!(
+        block(read_log(&globex, 1, Duration::from_secs(30))),
+        vec![vec!["globex".to_string(), "2".into()]]
+    );
+    assert_eq!(plugin.close(id), 0);
+}
+
+#[test]
+fn a_bad_config_is_refused_naming_what_is_wrong() {
+    let plugin = Plugin::load();
+    let id = next_id();
+    let config =
+        json!({"bootstrap_servers": "127.0.0.1:1", "database": "d", "table": "t", "tabel_type": "log"});
+    assert_eq!(plugin.open(id, &config.to_string()), -1);
+    let lines = logged(&format!("instance={id}"));
+    assert!(
+        lines
+            .iter()
+            .any(|(level, m)| *level == 4 && m.contains("unknown field `tabel_type`")),
+        "{lines:?}"
+    );
+    assert_eq!(plugin.open(id, "null"), -1);
+    assert!(
+        logged("the connector has no [plugin_config]")
+            .iter()
+            .any(|(l, _)| *l == 4),
+        "a null config says what is missing"
+    );
+    assert_eq!(plugin.open(id, "{not json"), -1);
+    assert_eq!(
+        plugin.consume(id, "app", "t", JSON, &json_messages(0, 1)),
+        -1,
+        "never opened"
+    );
+}
+
+#[test]
+fn an_unknown_id_is_refused() {
+    let plugin = Plugin::load();
+    assert_eq!(
+        plugin.consume(999_999, "app", "t", JSON, &json_messages(0, 1)),
+        -1
+    );
+    assert_eq!(plugin.close(999_999), -1);
+    assert!(!logged("no open instance 999999").is_empty());
+}
+
+#[test]
+fn garbage_buffers_are_refused_and_the_instance_keeps_working() {
+    let plugin = Plugin::load();
+    let (path, dlq) = (unique_table("abi_garbage"), unique_table("abi_dlq"));
+    let id = next_id();
+    open(plugin, id, &log_config(&path, &dlq));
+    let topic = encode::topic_metadata("app", "t");
+    let meta = encode::messages_metadata(1, 0, JSON);
+    let good = encode::raw_messages(JSON, &json_messages(0, 3));
+    let mut huge = Vec::new();
+    encode::varint(&mut huge, JSON as u128);
+    encode::varint(&mut huge, u64::MAX as u128); // a count no buffer can hold
+    type Buffers<'a> = (&'a str, &'a [u8], &'a [u8], &'a [u8]);
+    let cases: [Buffers<'_>; 6] = [
+        ("garbage topic", &[0xff, 0xff, 0xff], &meta, &good),
+        ("truncated metadata", &topic, &meta[..1], &good),
+        ("unknown schema", &topic, &[1, 0, 9], &good),
+        ("truncated messages", &topic, &meta, &good[..good.len() - 3]),
+        ("enormous length", &topic, &meta, &huge),
+        ("trailing bytes", &topic, &meta, &[good.as_slice(), &[0]].concat()),
+    ];
+    for (what, t, m, msgs) in cases {
+        assert_eq!(plugin.consume_raw(id, t, m, msgs), -1, "{what}");
+    }
+    assert!(logged("consume refused").len() >= cases.len());
+    assert_eq!(plugin.consume_raw(id, &topic, &meta, &good), 0);
+    assert_eq!(block(read_log(&path, 3, Duration::from_secs(30))).len(), 3);
+    assert_eq!(plugin.close(id), 0);
+}
+
+#[test]
+fn two_instances_run_side_by_side_and_a_duplicate_open_harms_neither() {
+    let plugin = Plugin::load();
+    let (a, b, dlq) = (
+        unique_table("abi_a"),
+        unique_table("abi_b"),
+        unique_table("abi_dlq"),
+    );
+    let (id_a, id_b) = (next_id(), next_id());
+    open(plugin, id_a, &log_config(&a, &dlq));
+    open(plugin, id_b, &log_config(&b, &dlq));
+    assert_eq!(
+        plugin.open(id_a, &log_config(&b, &dlq).to_string()),
+        -1,
+        "duplicate id"
+    );
+    assert!(!logged(&format!("instance {id_a} is already open")).is_empty());
+    assert_eq!(plugin.consume(id_a, "app", "a", JSON, &json_messages(0, 10)), 0);
+    assert_eq!(plugin.consume(id_b, "app", "b", JSON, &json_messages(100, 5)), 0);
+    let rows_a = block(read_log(&a, 10, Duration::from_secs(30)));
+    let rows_b = block(read_log(&b, 5, Duration::from_secs(30)));
+    assert_eq!(
+        rows_a.len(),
+        10,
+        "the duplicate open did not redirect instance {id_a}"
+    );
+    assert_eq!(
+        rows_b.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
+        ["100", "101", "102", "103", "104"]
+    );
+    assert_eq!(plugin.close(id_a), 0);
+    assert_eq!(
+        plugin.consume(id_b, "app", "b", JSON, &json_messages(105, 1)),
+        0,
+        "b outlives a"
+    );
+    assert_eq!(plugin.close(id_b), 0);
+}
+
+#[test]
+fn concurrent_consumes_on_one_instance_all_land() {
+    let plugin = Plugin::load();
+    let (path, dlq) = (unique_table("abi_conc"), unique_table("abi_dlq"));
+    let id = next_id();
+    open(plugin, id, &log_config(&path, &dlq));
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            std::thread::spawn(move || {
+                (0..5u64)
+                    .map(|b| plugin.consume(id, "app", "t", JSON, &json_messages(t * 1000 + b * 20, 20)))
+                    .collect::<Vec<i32>>()
+            })
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), vec![0; 5]);
+    }
+    let mut ids: Vec<u64> = block(read_log(&path, 400, Duration::from_secs(60)))
+        .iter()
+        .map(|r| r[0].parse().unwrap())
+        .collect();
+    ids.sort_unstable();
+    let mut expected: Vec<u64> = (0..4).flat_map(|t| t * 1000..t * 1000 + 100).collect();
+    expected.sort_unstable();
+    assert_eq!(ids, expected, "every message exactly once");
+    assert_eq!(plugin.close(id), 0);
+}
+
+#[test]
+fn close_during_a_consume_waits_for_it_and_does_not_deadlock() {
+    let plugin = Plugin::load();
+    let (path, dlq) = (unique_table("abi_close"), unique_table("abi_dlq"));
+    let id = next_id();
+    open(plugin, id, &log_config(&path, &dlq));
+    let consume = std::thread::spawn(move || plugin.consume(id, "app", "t", JSON, &json_messages(0, 3000)));
+    // Close once the consume is under way (it is in flight when the runtime shuts down).
+    std::thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    assert_eq!(plugin.close(id), 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(12),
+        "close took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        consume.join().unwrap(),
+        0,
+        "the running consume finished its batch"
+    );
+    assert_eq!(block(read_log(&path, 3000, Duration::from_secs(60))).len(), 3000);
+    assert_eq!(
+        plugin.consume(id, "app", "t", JSON, &json_messages(0, 1)),
+        -1,
+        "closed"
+    );
+}
