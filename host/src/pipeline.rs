@@ -42,11 +42,70 @@ pub enum PipelineError {
     Internal(String),
 }
 
-/// How messages become rows.
-enum Stage {
+/// How messages become rows: a WebAssembly transform, the JSON mapping, or
+/// Arrow IPC passthrough (written as it is, without rows).
+pub enum RowStage {
+    /// A loaded transform.
     Wasm(Arc<Transform>),
+    /// JSON fields onto columns by name.
     Json(JsonMapping),
+    /// Arrow IPC payloads appended as they are.
     ArrowIpc,
+}
+
+impl RowStage {
+    /// The stage `config` asks for, for the sink table `schema` (loading a
+    /// transform compiles it: call off async workers).
+    pub fn from_config(config: &SinkConfig, schema: &TableSchema) -> Result<Self, TransformError> {
+        Ok(match (config.transform_spec(), config.payload_format) {
+            (Some(spec), _) => {
+                let transform = Transform::load(&spec, std::slice::from_ref(schema))?;
+                let info = transform.load_info();
+                tracing::info!("transform loaded ({:?}, {:?})", info.source, info.compile_time);
+                Self::Wasm(Arc::new(transform))
+            }
+            (None, PayloadFormat::Json) => Self::Json(
+                JsonMapping::new(schema, config.write_mode().row_kind())
+                    .with_metadata(config.include_metadata)
+                    .with_route_field(config.route_field())
+                    .with_op_header(
+                        (config.table_type == TableType::PrimaryKey).then(|| config.op_header.clone()),
+                    ),
+            ),
+            (None, PayloadFormat::ArrowIpc) => Self::ArrowIpc,
+        })
+    }
+
+    /// The rows of `chunk`, whose payloads are of the runtime's `schema`
+    /// (CPU work). Arrow IPC has no rows: its payloads are written as they are.
+    pub fn rows(&self, schema: Schema, chunk: &MessageBatch) -> Result<TransformOutput, TransformError> {
+        match self {
+            Self::Wasm(transform) => transform.process(chunk),
+            Self::Json(_) if !matches!(schema, Schema::Json | Schema::Raw | Schema::Text) => {
+                Ok(dead_letter_all(
+                    chunk.len(),
+                    &format!(
+                        "{schema:?} payloads cannot be mapped as JSON: convert them to json in the stream's \
+                         config or configure a transform"
+                    ),
+                ))
+            }
+            Self::Json(mapping) => Ok(mapping.map_batch(chunk)),
+            Self::ArrowIpc => Ok(dead_letter_all(
+                chunk.len(),
+                "arrow_ipc payloads are appended as they are, not made into rows",
+            )),
+        }
+    }
+
+    /// The name dead letters of this stage carry as their kind.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Wasm(_) => "transform",
+            Self::Json(_) => "mapping",
+            Self::ArrowIpc => "arrow_ipc",
+        }
+    }
 }
 
 /// Counts of messages since the instance opened.
@@ -66,7 +125,7 @@ pub struct PipelineStats {
 pub struct Pipeline {
     table: TablePath,
     schema: TableSchema,
-    stage: Stage,
+    stage: RowStage,
     writer: FlussWriter,
     batch_size: usize,
     stats: PipelineStats,
@@ -83,25 +142,11 @@ impl Pipeline {
             None => writer.table_schema(&table).await?,
         };
         check_table(&config, &schema)?;
-        let stage = match (config.transform_spec(), config.payload_format) {
-            (Some(spec), _) => {
-                let tables = vec![schema.clone()];
-                let transform = tokio::task::spawn_blocking(move || Transform::load(&spec, &tables))
-                    .await
-                    .map_err(|e| PipelineError::Internal(format!("loading the transform: {e}")))??;
-                let info = transform.load_info();
-                tracing::info!("transform loaded ({:?}, {:?})", info.source, info.compile_time);
-                Stage::Wasm(Arc::new(transform))
-            }
-            (None, PayloadFormat::Json) => Stage::Json(
-                JsonMapping::new(&schema, config.write_mode().row_kind())
-                    .with_metadata(config.include_metadata)
-                    .with_route_field(config.route_field())
-                    .with_op_header(
-                        (config.table_type == TableType::PrimaryKey).then(|| config.op_header.clone()),
-                    ),
-            ),
-            (None, PayloadFormat::ArrowIpc) => Stage::ArrowIpc,
+        let stage = {
+            let (config, schema) = (config.clone(), schema.clone());
+            tokio::task::spawn_blocking(move || RowStage::from_config(&config, &schema))
+                .await
+                .map_err(|e| PipelineError::Internal(format!("loading the transform: {e}")))??
         };
         tracing::info!(table = %table, "Fluss sink open");
         Ok(Self {
@@ -122,24 +167,6 @@ impl Pipeline {
     /// Message counts since open.
     pub fn stats(&self) -> &PipelineStats {
         &self.stats
-    }
-
-    /// Makes rows of one chunk (CPU work; runs off the async workers).
-    fn rows_of(&self, schema: Schema, chunk: &MessageBatch) -> Result<TransformOutput, TransformError> {
-        match &self.stage {
-            Stage::Wasm(transform) => transform.process(chunk),
-            Stage::Json(_) if !matches!(schema, Schema::Json | Schema::Raw | Schema::Text) => {
-                Ok(dead_letter_all(
-                    chunk.len(),
-                    &format!(
-                        "{schema:?} payloads cannot be mapped as JSON: convert them to json in the stream's \
-                         config or configure a transform"
-                    ),
-                ))
-            }
-            Stage::Json(mapping) => Ok(mapping.map_batch(chunk)),
-            Stage::ArrowIpc => unreachable!("Arrow IPC payloads are written as they are"),
-        }
     }
 
     /// Writes `batch` and returns what became of its messages, once every
@@ -201,22 +228,21 @@ impl Pipeline {
         schema: Schema,
         chunk: MessageBatch,
     ) -> Result<WriteReport, PipelineError> {
-        if let Stage::ArrowIpc = self.stage {
+        if let RowStage::ArrowIpc = self.stage {
             return Ok(self.writer.write_arrow_ipc(&chunk, &self.table).await?);
         }
         let this = self.clone();
         let span = tracing::Span::current();
         let (chunk, output) = tokio::task::spawn_blocking(move || {
-            let output = span.in_scope(|| this.rows_of(schema, &chunk));
+            let output = span.in_scope(|| this.stage.rows(schema, &chunk));
             (chunk, output)
         })
         .await
         .map_err(|e| PipelineError::Internal(format!("making rows: {e}")))?;
-        let stage = match self.stage {
-            Stage::Wasm(_) => "transform",
-            _ => "mapping",
-        };
-        Ok(self.writer.write(&chunk, output?, &self.table, stage).await?)
+        Ok(self
+            .writer
+            .write(&chunk, output?, &self.table, self.stage.name())
+            .await?)
     }
 
     fn count(&self, report: &WriteReport) {

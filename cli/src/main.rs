@@ -1,0 +1,53 @@
+//! `fluss-sink`: a tool for transform authors and operators.
+//!
+//! - `fluss-sink dry-run` runs messages from a JSON-lines file through a
+//!   transform (or the JSON mapping) exactly as the sink would, and prints
+//!   each message's outcome: its rows, filtered, or dead-lettered with why.
+//! - `fluss-sink check` validates a connector file: its options, the
+//!   transform component, and the table against Fluss when reachable.
+
+mod check;
+mod dry_run;
+mod input;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Tools for the Iggy → Fluss WebAssembly sink.
+#[derive(Parser)]
+#[command(name = "fluss-sink", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run messages through a transform (or the JSON mapping) as the sink would, writing nothing.
+    DryRun(dry_run::Args),
+    /// Validate a connector file: options, transform, and the table in Fluss when reachable.
+    Check {
+        /// The connector file (TOML) with a `[plugin_config]` table.
+        #[arg(long)]
+        config: PathBuf,
+        /// Do not contact Fluss.
+        #[arg(long)]
+        offline: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::DryRun(args) => match dry_run::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Check { config, offline } => check::run(&config, offline),
+    }
+}
