@@ -36,12 +36,22 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 pid_alive() { [ -f "$FLUSS_DIR/$1.pid" ] && kill -0 "$(cat "$FLUSS_DIR/$1.pid")" 2>/dev/null; }
 
+# Java runs the cluster and Maven fetches it; both come from apt when missing.
+ensure_tools() {
+  command -v java >/dev/null && command -v mvn >/dev/null && return
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  command -v apt-get >/dev/null || { log "java and maven are needed (openjdk-17-jre-headless, maven)"; exit 1; }
+  log "installing java and maven with apt-get"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null
+}
+
 resolve_jars() {
+  ensure_tools
   if [ -f "$LIB_DIR/fluss-server-$VERSION.jar" ] && ls "$LIB_DIR"/log4j-core-*.jar >/dev/null 2>&1; then
     return
   fi
-  command -v java >/dev/null || { log "java is missing (apt-get install -y openjdk-17-jre-headless)"; exit 1; }
-  command -v mvn >/dev/null || { log "mvn is missing (apt-get install -y maven)"; exit 1; }
   log "resolving fluss-server $VERSION from Maven Central into $LIB_DIR"
   mkdir -p "$LIB_DIR"
   mvn -q -B -f "$ROOT/scripts/fluss/pom.xml" dependency:copy-dependencies -DoutputDirectory="$LIB_DIR"
