@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use comfy_table::Table;
 use iggy_connector_fluss_sink::schema::TablePath;
-use integration_tests::fluss_cluster::{bootstrap, read_log};
+use integration_tests::fluss_cluster::{block, bootstrap, read_log};
 use integration_tests::plugin::{Plugin, TestMessage, logged};
 use integration_tests::{component, test_cache_dir};
 use serde_json::json;
@@ -33,14 +33,6 @@ fn message(i: u64) -> TestMessage {
         ),
     };
     TestMessage::text(i, &payload)
-}
-
-fn block<T>(future: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
 }
 
 fn main() {

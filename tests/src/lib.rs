@@ -105,6 +105,16 @@ pub mod fluss_cluster {
     use iggy_connector_fluss_sink::schema::TablePath;
     use iggy_connector_fluss_sink::writer::{FlussWriter, WriterSettings};
 
+    /// Runs `future` to completion on a fresh current-thread runtime (for
+    /// reading back from plain, blocking tests).
+    pub fn block<T>(future: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+            .block_on(future)
+    }
+
     /// The cluster's bootstrap address: `FLUSS_BOOTSTRAP` or the local script's default.
     pub fn bootstrap() -> String {
         std::env::var("FLUSS_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9123".into())

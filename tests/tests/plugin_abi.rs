@@ -6,20 +6,12 @@
 use std::time::{Duration, Instant};
 
 use iggy_connector_fluss_sink::schema::TablePath;
-use integration_tests::fluss_cluster::{bootstrap, lookup_string, read_log, unique_table};
+use integration_tests::fluss_cluster::{block, bootstrap, lookup_string, read_log, unique_table};
 use integration_tests::plugin::{Plugin, TestMessage, encode, logged, next_id};
 use integration_tests::{component, test_cache_dir};
 use serde_json::{Value, json};
 
 const JSON: u32 = 0;
-
-fn block<T>(future: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
-}
 
 /// A config for a log table `path` with id/name/amount columns and a dead-letter table.
 fn log_config(path: &TablePath, dlq: &TablePath) -> Value {

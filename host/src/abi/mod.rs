@@ -328,3 +328,31 @@ pub extern "C" fn iggy_sink_version() -> *const std::ffi::c_char {
     static VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
     VERSION.as_ptr().cast()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_a_failure_code_not_an_unwind() {
+        let code = guarded("consume", 42, || panic!("boom"));
+        assert_eq!(code, FAILED);
+        assert_eq!(guarded("consume", 42, || OK), OK);
+    }
+
+    #[test]
+    fn null_buffers_with_a_length_are_refused_and_empty_ones_are_empty() {
+        // SAFETY: a null pointer is never read; a zero length reads nothing.
+        unsafe {
+            assert_eq!(borrowed(std::ptr::null(), 0), Some(&[][..]));
+            assert_eq!(borrowed(std::ptr::null(), 5), None);
+        }
+    }
+
+    #[test]
+    fn the_version_is_nul_terminated() {
+        // SAFETY: the pointer is to a static NUL-terminated string.
+        let version = unsafe { std::ffi::CStr::from_ptr(iggy_sink_version()) };
+        assert_eq!(version.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    }
+}
