@@ -281,7 +281,7 @@ fn integer<'de>(t: DataType, v: i128) -> Converted<'de> {
         DataType::Timestamp(_) => Typed::Timestamp(millis_to_micros(v)?),
         DataType::TimestampLtz(_) => Typed::TimestampLtz(millis_to_micros(v)?),
         DataType::Boolean | DataType::Bytes | DataType::Binary(_) => {
-            return Err(format!("found the number {v}"));
+            return Err(format!("found the number {v}, expected a {t}"));
         }
     })
 }
