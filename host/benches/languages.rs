@@ -1,0 +1,101 @@
+//! The json-to-row transform in every guest language, on the same messages:
+//! messages per second at 1,000-message batches, compile time and cached load
+//! time, and component size. The table uses the column types every
+//! language's json-to-row supports (BIGINT, STRING, DOUBLE).
+//!
+//! Needs the components: `cargo xtask build-transforms` first.
+//! Run: `cargo bench -p iggy_connector_fluss_sink --bench languages`.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Duration;
+
+mod common;
+
+use common::json_batch;
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath, TableSchema};
+use iggy_connector_fluss_sink::transform::{Transform, TransformSpec};
+
+/// (language, component file) pairs.
+const COMPONENTS: &[(&str, &str)] = &[
+    ("rust", "json-to-row"),
+    ("python", "python-json-to-row"),
+    ("js", "js-json-to-row"),
+];
+
+fn component(name: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm-transforms")
+        .join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo xtask build-transforms` first",
+        path.display()
+    );
+    path
+}
+
+fn table() -> TableSchema {
+    let col = |name: &str, t: DataType, nullable| Column::new(name, t, nullable);
+    TableSchema {
+        path: TablePath::new("bench", "events"),
+        columns: vec![
+            col("event_id", DataType::BigInt, false),
+            col("user", DataType::String, true),
+            col("action", DataType::String, true),
+            col("amount", DataType::Double, true),
+            col("at", DataType::String, true),
+            col("session", DataType::String, true),
+        ],
+        primary_key: vec![],
+    }
+}
+
+fn throughput(c: &mut Criterion) {
+    let batch = json_batch(1000);
+    let mut group = c.benchmark_group("languages_json_to_row");
+    group.throughput(Throughput::Elements(1000));
+    for (language, file) in COMPONENTS {
+        let size = std::fs::metadata(component(file)).unwrap().len();
+        eprintln!("component {language}: {file}.wasm, {} KiB", size / 1024);
+        let mut spec = TransformSpec::new(component(file));
+        spec.cache_dir = Some(std::env::temp_dir().join("fluss-sink-bench-cache"));
+        let transform = Transform::load(&spec, &[table()]).unwrap();
+        assert_eq!(
+            transform.process(&batch).unwrap().rows.len(),
+            1000,
+            "{language}: every message maps"
+        );
+        group.bench_function(BenchmarkId::new(*language, 1000), |b| {
+            b.iter(|| black_box(transform.process(black_box(&batch)).unwrap()))
+        });
+    }
+    group.finish();
+}
+
+fn load_times(c: &mut Criterion) {
+    let mut group = c.benchmark_group("languages_load");
+    group.sample_size(10);
+    for (language, file) in COMPONENTS {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = TransformSpec::new(component(file));
+        spec.cache_dir = None;
+        group.bench_function(BenchmarkId::new("compile", language), |b| {
+            b.iter(|| Transform::load(&spec, &[table()]).unwrap())
+        });
+        spec.cache_dir = Some(dir.path().to_path_buf());
+        Transform::load(&spec, &[table()]).unwrap();
+        group.bench_function(BenchmarkId::new("cached", language), |b| {
+            b.iter(|| Transform::load(&spec, &[table()]).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = throughput, load_times
+}
+criterion_main!(benches);
