@@ -14,7 +14,7 @@ mod common;
 
 use common::json_batch;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath, TableSchema};
+use iggy_connector_fluss_sink::schema::{DataType, TablePath, TableSchema};
 use iggy_connector_fluss_sink::transform::{Transform, TransformSpec};
 
 /// (language, component file) pairs.
@@ -36,20 +36,18 @@ fn component(name: &str) -> PathBuf {
     path
 }
 
+/// The engine benchmark's table with DECIMAL and TIMESTAMP read as DOUBLE and
+/// STRING, the types every language's json-to-row supports.
 fn table() -> TableSchema {
-    let col = |name: &str, t: DataType, nullable| Column::new(name, t, nullable);
-    TableSchema {
-        path: TablePath::new("bench", "events"),
-        columns: vec![
-            col("event_id", DataType::BigInt, false),
-            col("user", DataType::String, true),
-            col("action", DataType::String, true),
-            col("amount", DataType::Double, true),
-            col("at", DataType::String, true),
-            col("session", DataType::String, true),
-        ],
-        primary_key: vec![],
+    let mut table = common::table(TablePath::new("bench", "events"));
+    for column in &mut table.columns {
+        column.data_type = match column.data_type {
+            DataType::Decimal(..) => DataType::Double,
+            DataType::Timestamp(_) => DataType::String,
+            other => other,
+        };
     }
+    table
 }
 
 fn throughput(c: &mut Criterion) {
