@@ -22,6 +22,7 @@ const COMPONENTS: &[(&str, &str)] = &[
     ("rust", "json-to-row"),
     ("python", "python-json-to-row"),
     ("js", "js-json-to-row"),
+    ("c", "c-json-to-row"),
 ];
 
 fn component(name: &str) -> PathBuf {

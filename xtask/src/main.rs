@@ -5,10 +5,12 @@
 //!
 //! - `rust`: rustup's `wasm32-wasip2` target, or Debian's `rustc-web`;
 //! - `python`: componentize-py from PyPI, in a virtualenv under `target/`;
-//! - `js`: componentize-js from the npm registry (`npm ci` in `transforms/js`).
+//! - `js`: componentize-js from the npm registry (`npm ci` in `transforms/js`);
+//! - `c`: Debian's clang and wasi-libc, bindings from wit-bindgen's C generator.
 //!
 //! With no language named, all of them are built.
 
+mod c;
 mod js;
 mod python;
 mod rust;
@@ -19,7 +21,7 @@ use std::process::{Command, ExitCode};
 type Result<T> = std::result::Result<T, String>;
 
 /// The languages, in build order.
-const LANGUAGES: &[&str] = &["rust", "python", "js"];
+const LANGUAGES: &[&str] = &["rust", "python", "js", "c"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -53,6 +55,7 @@ fn build_transforms(languages: &[String]) -> Result<()> {
             "rust" => rust::build(&root, &out_dir)?,
             "python" => python::build(&root, &out_dir)?,
             "js" => js::build(&root, &out_dir)?,
+            "c" => c::build(&root, &out_dir)?,
             other => {
                 return Err(format!(
                     "unknown language `{other}` (known: {})",
