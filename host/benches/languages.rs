@@ -23,6 +23,7 @@ const COMPONENTS: &[(&str, &str)] = &[
     ("python", "python-json-to-row"),
     ("js", "js-json-to-row"),
     ("c", "c-json-to-row"),
+    ("go", "go-json-to-row"),
 ];
 
 fn component(name: &str) -> PathBuf {

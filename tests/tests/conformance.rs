@@ -12,7 +12,7 @@ use iggy_connector_fluss_sink::transform::{Transform, TransformError, TransformS
 use integration_tests::{batch_of, component, rows_of, table};
 
 /// The guest languages besides Rust, as prefixes of their component names.
-const LANGUAGES: &[&str] = &["python", "js", "c"];
+const LANGUAGES: &[&str] = &["python", "js", "c", "go"];
 
 fn load(file: &str, config: &[(&str, &str)], tables: &[TableSchema]) -> Result<Transform, TransformError> {
     let mut spec = TransformSpec::new(component(file));

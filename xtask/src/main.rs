@@ -6,11 +6,13 @@
 //! - `rust`: rustup's `wasm32-wasip2` target, or Debian's `rustc-web`;
 //! - `python`: componentize-py from PyPI, in a virtualenv under `target/`;
 //! - `js`: componentize-js from the npm registry (`npm ci` in `transforms/js`);
-//! - `c`: Debian's clang and wasi-libc, bindings from wit-bindgen's C generator.
+//! - `c`: Debian's clang and wasi-libc, bindings from wit-bindgen's C generator;
+//! - `go`: the standard Go toolchain (wasip1), with the canonical ABI in `transforms/go/fluss`.
 //!
 //! With no language named, all of them are built.
 
 mod c;
+mod go;
 mod js;
 mod python;
 mod rust;
@@ -21,7 +23,7 @@ use std::process::{Command, ExitCode};
 type Result<T> = std::result::Result<T, String>;
 
 /// The languages, in build order.
-const LANGUAGES: &[&str] = &["rust", "python", "js", "c"];
+const LANGUAGES: &[&str] = &["rust", "python", "js", "c", "go"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -56,6 +58,7 @@ fn build_transforms(languages: &[String]) -> Result<()> {
             "python" => python::build(&root, &out_dir)?,
             "js" => js::build(&root, &out_dir)?,
             "c" => c::build(&root, &out_dir)?,
+            "go" => go::build(&root, &out_dir)?,
             other => {
                 return Err(format!(
                     "unknown language `{other}` (known: {})",

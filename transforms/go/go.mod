@@ -1,0 +1,3 @@
+module github.com/iggy-fluss-sink/transforms/go
+
+go 1.26
