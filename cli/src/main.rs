@@ -19,6 +19,9 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "fluss-sink", version, about)]
 struct Cli {
+    /// Show debug log lines too.
+    #[arg(long, short, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -40,6 +43,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The transform's own log lines and stderr, and the sink's warnings, on stderr.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(if cli.verbose { tracing::Level::DEBUG } else { tracing::Level::INFO })
+        .init();
     match cli.command {
         Command::DryRun(args) => match dry_run::run(args) {
             Ok(code) => code,

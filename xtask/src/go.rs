@@ -41,12 +41,7 @@ pub fn build(root: &Path, out_dir: &Path) -> Result<()> {
         let mut module = std::fs::read(&core).map_err(|e| format!("cannot read {}: {e}", core.display()))?;
         wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8, false)
             .map_err(|e| format!("cannot embed the world's type in {}: {e:#}", core.display()))?;
-        // The adapter's state is allocated with memory.grow: the Go
-        // runtime's `cabi_realloc` cannot run before `_initialize` has, and
-        // `_initialize` itself calls WASI through the adapter.
-        let mut encoder = wit_component::ComponentEncoder::default();
-        encoder.realloc_via_memory_grow(true);
-        let component = encoder
+        let component = wit_component::ComponentEncoder::default()
             .module(&module)
             .and_then(|e| {
                 e.adapter(

@@ -62,9 +62,41 @@ func alloc(size, align uint32) uint32 {
 	return (addr + align - 1) &^ (align - 1)
 }
 
+// The host's arguments are lowered into this arena: cabi_realloc must not
+// allocate from the Go heap, as that can start a collection, which calls
+// WASI, which a realloc may not do. It is sized (in calls, where allocating
+// is allowed) to twice the most any call's arguments took.
+var (
+	argArena = make([]byte, 8<<20)
+	argUsed  uint32
+	argPeak  uint32
+)
+
+func argAlloc(size, align uint32) uint32 {
+	base := uint32(uintptr(unsafe.Pointer(&argArena[0])))
+	start := (base + argUsed + align - 1) &^ (align - 1)
+	if start+size > base+uint32(len(argArena)) {
+		// Past the arena: the Go heap, which may trap if it collects now;
+		// the next arena will be big enough.
+		argPeak = max(argPeak, argUsed+size+align)
+		return alloc(size, align)
+	}
+	argUsed = start + size - base
+	argPeak = max(argPeak, argUsed)
+	return start
+}
+
+// resetArgs makes room for the next call's arguments.
+func resetArgs() {
+	argUsed = 0
+	if want := 2 * argPeak; want > uint32(len(argArena)) {
+		argArena = make([]byte, want)
+	}
+}
+
 //go:wasmexport cabi_realloc
 func cabiRealloc(oldPtr, oldSize, align, newSize uint32) uint32 {
-	ptr := alloc(newSize, align)
+	ptr := argAlloc(newSize, align)
 	if oldSize > 0 {
 		copy(mem(ptr, min(oldSize, newSize)), mem(oldPtr, min(oldSize, newSize)))
 	}
@@ -122,6 +154,7 @@ func exportInit(configPtr, configLen, tablesPtr, tablesLen uint32) uint32 {
 		list(t+16, 8, func(k uint32) { schema.PrimaryKey = append(schema.PrimaryKey, str(k)) })
 		tables = append(tables, schema)
 	}
+	resetArgs()
 	result := alloc(12, 4)
 	if err := transform.Init(config, tables); err != nil {
 		mem(result, 1)[0] = 1
@@ -194,8 +227,29 @@ func exportProcess(batch uint32) uint32 {
 	putU32(result+8, tables)
 	putU32(result+12, uint32(len(out.tables)))
 	lowerBytes(result+16, out.Rows)
+	resetArgs()
 	return result
 }
 
 //go:wasmexport cabi_post_process
 func postProcess(uint32) { pinned = nil }
+
+// The WASI adapter's allocations come from this static arena, not from the
+// Go heap: the adapter's memory must not move or be collected, and its
+// allocations must not call back into WASI.
+var adapterArena [1 << 20]byte
+var adapterUsed uint32
+
+//go:wasmexport cabi_realloc_adapter
+func cabiReallocAdapter(oldPtr, oldSize, align, newSize uint32) uint32 {
+	base := uint32(uintptr(unsafe.Pointer(&adapterArena[0])))
+	start := (base + adapterUsed + align - 1) &^ (align - 1)
+	if start+newSize > base+uint32(len(adapterArena)) {
+		panic("the WASI adapter's arena is full")
+	}
+	adapterUsed = start + newSize - base
+	if oldSize > 0 {
+		copy(mem(start, min(oldSize, newSize)), mem(oldPtr, min(oldSize, newSize)))
+	}
+	return start
+}
