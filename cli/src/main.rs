@@ -46,7 +46,11 @@ fn main() -> ExitCode {
     // The transform's own log lines and stderr, and the sink's warnings, on stderr.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_max_level(if cli.verbose { tracing::Level::DEBUG } else { tracing::Level::INFO })
+        .with_max_level(if cli.verbose {
+            tracing::Level::DEBUG
+        } else {
+            tracing::Level::INFO
+        })
         .init();
     match cli.command {
         Command::DryRun(args) => match dry_run::run(args) {
