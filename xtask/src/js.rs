@@ -1,6 +1,8 @@
 //! The JavaScript transforms (`transforms/js/*.js` exporting `init` and
 //! `process`), made components by componentize-js, installed from the npm
-//! registry with `npm ci` in `transforms/js` (version pinned in its lock file).
+//! registry with `npm ci` in `transforms/js` (version pinned in its lock file;
+//! `@bytecodealliance/preview2-shim` is listed because componentize-js
+//! imports it without declaring it).
 
 use std::path::Path;
 use std::process::Command;
@@ -15,7 +17,10 @@ pub fn build(root: &Path, out_dir: &Path) -> Result<()> {
     let started = Instant::now();
     let sources = root.join("transforms/js");
     let tool = sources.join("node_modules/.bin/componentize-js");
-    if !tool.exists() {
+    let lock = std::fs::read_to_string(sources.join("package-lock.json"))
+        .map_err(|e| format!("transforms/js/package-lock.json: {e}"))?;
+    let stamp = sources.join("node_modules/.xtask-installed-lock");
+    if !tool.exists() || std::fs::read_to_string(&stamp).ok().as_deref() != Some(lock.as_str()) {
         eprintln!(
             "xtask: installing componentize-js (npm ci in {})",
             sources.display()
@@ -24,6 +29,7 @@ pub fn build(root: &Path, out_dir: &Path) -> Result<()> {
             .args(["ci", "--silent", "--no-audit", "--no-fund"])
             .current_dir(&sources))
         .map_err(|e| format!("{e}; Node.js 18 or newer with npm is needed"))?;
+        std::fs::write(&stamp, &lock).map_err(|e| format!("{}: {e}", stamp.display()))?;
     }
     for name in TRANSFORMS {
         let output = out_dir.join(format!("js-{name}.wasm"));
