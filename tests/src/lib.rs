@@ -8,6 +8,7 @@ use fluss_row_codec::Cell;
 use iggy_connector_fluss_sink::batch::{Header, MessageBatch, Source};
 use iggy_connector_fluss_sink::rows::TransformOutput;
 use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath, TableSchema};
+use iggy_connector_fluss_sink::transform::{Transform, TransformError, TransformSpec};
 
 /// The repository's root folder.
 pub fn repo_root() -> PathBuf {
@@ -29,6 +30,22 @@ pub fn component(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// Loads the built component `name` with `config`, for `tables`, through the
+/// shared compiled-component cache.
+pub fn load_transform(
+    name: &str,
+    config: &[(&str, &str)],
+    tables: &[TableSchema],
+) -> Result<Transform, TransformError> {
+    let mut spec = TransformSpec::new(component(name));
+    spec.config = config
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    spec.cache_dir = Some(test_cache_dir());
+    Transform::load(&spec, tables)
 }
 
 /// A compiled-component cache shared by the tests (compiling is the slow part).

@@ -8,21 +8,11 @@
 use iggy_connector_fluss_sink::batch::{Header, HeaderKind};
 use iggy_connector_fluss_sink::rows::{MessageOutcome, TransformOutput};
 use iggy_connector_fluss_sink::schema::TableSchema;
-use iggy_connector_fluss_sink::transform::{Transform, TransformError, TransformSpec};
-use integration_tests::{batch_of, component, rows_of, table};
+use integration_tests::load_transform as load;
+use integration_tests::{batch_of, rows_of, table};
 
 /// The guest languages besides Rust, as prefixes of their component names.
 const LANGUAGES: &[&str] = &["python", "js", "c", "go"];
-
-fn load(file: &str, config: &[(&str, &str)], tables: &[TableSchema]) -> Result<Transform, TransformError> {
-    let mut spec = TransformSpec::new(component(file));
-    spec.config = config
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    spec.cache_dir = Some(integration_tests::test_cache_dir());
-    Transform::load(&spec, tables)
-}
 
 fn schema(primary_key: &[&str]) -> TableSchema {
     table(

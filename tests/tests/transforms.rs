@@ -3,6 +3,7 @@
 use iggy_connector_fluss_sink::batch::{Header, HeaderKind};
 use iggy_connector_fluss_sink::rows::MessageOutcome;
 use iggy_connector_fluss_sink::transform::{Transform, TransformError, TransformSpec};
+use integration_tests::load_transform as load;
 use integration_tests::{batch_of, component, rows_of, table, text_batch};
 
 fn events_table() -> iggy_connector_fluss_sink::schema::TableSchema {
@@ -16,20 +17,6 @@ fn events_table() -> iggy_connector_fluss_sink::schema::TableSchema {
         ],
         &[],
     )
-}
-
-fn load(
-    name: &str,
-    config: &[(&str, &str)],
-    tables: &[iggy_connector_fluss_sink::schema::TableSchema],
-) -> Result<Transform, TransformError> {
-    let mut spec = TransformSpec::new(component(name));
-    spec.config = config
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    spec.cache_dir = Some(integration_tests::test_cache_dir());
-    Transform::load(&spec, tables)
 }
 
 #[test]

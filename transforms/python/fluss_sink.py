@@ -69,6 +69,17 @@ class Output:
             return len(self.tables)
 
 
+def parse_object(payload):
+    """A payload as a JSON object; raises ValueError with the reason."""
+    try:
+        value = json.loads(bytes(payload))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"payload is not valid JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError("payload is JSON but not an object")
+    return value
+
+
 class Mapper:
     """JSON objects onto one row of `columns` (a list of WIT `column`s)."""
 
@@ -85,12 +96,7 @@ class Mapper:
 
     def encode(self, kind, table, payload):
         """The encoded row for a JSON object payload; raises ValueError with the reason."""
-        try:
-            value = json.loads(bytes(payload))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ValueError(f"payload is not valid JSON: {e}") from None
-        if not isinstance(value, dict):
-            raise ValueError("payload is JSON but not an object")
+        value = parse_object(payload)
         cells = bytearray()
         for name, data_type, nullable in self.columns:
             v = value.get(name)

@@ -4,8 +4,6 @@ equals `filter_value` (both optional) and routes each to table
 `tenant_field` (default "tenant") or else the header of that name. Rows are
 upserts when the sink's table has a primary key, appends otherwise."""
 
-import json
-
 from componentize_py_types import Err
 
 import fluss_sink
@@ -17,13 +15,7 @@ _state = {}
 def _field(payload, name):
     """The text of a top-level JSON field: strings as they are, numbers and
     booleans as their JSON text; objects and arrays are refused."""
-    try:
-        value = json.loads(bytes(payload))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"payload is not valid JSON: {e}") from None
-    if not isinstance(value, dict):
-        raise ValueError("payload is JSON but not an object")
-    v = value.get(name)
+    v = fluss_sink.parse_object(payload).get(name)
     if v is None or isinstance(v, str):
         return v
     if isinstance(v, bool):

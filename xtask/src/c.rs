@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use wit_bindgen_core::wit_parser::Resolve;
 
-use crate::{Result, built, is_root, run};
+use crate::{Result, is_root, run, wasi_component};
 
 /// C sources that become components (`<file>.c` → `c-<name>.wasm`).
 const TRANSFORMS: &[(&str, &str)] = &[("json_to_row", "json-to-row"), ("tenant_router", "tenant-router")];
@@ -98,19 +98,7 @@ pub fn build(root: &Path, out_dir: &Path) -> Result<()> {
             .arg("-o")
             .arg(&core))?;
         let module = std::fs::read(&core).map_err(|e| format!("cannot read {}: {e}", core.display()))?;
-        let component = wit_component::ComponentEncoder::default()
-            .module(&module)
-            .and_then(|e| {
-                e.adapter(
-                    wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
-                    wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
-                )
-            })
-            .and_then(|e| e.validate(true).encode())
-            .map_err(|e| format!("cannot make a component of {}: {e:#}", core.display()))?;
-        let output = out_dir.join(format!("c-{name}.wasm"));
-        std::fs::write(&output, &component).map_err(|e| format!("cannot write {}: {e}", output.display()))?;
-        built(&output)?;
+        wasi_component(&module, &core, &out_dir.join(format!("c-{name}.wasm")))?;
     }
     eprintln!(
         "xtask: built {} C transforms in {:.1?}",

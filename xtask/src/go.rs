@@ -11,7 +11,7 @@ use std::time::Instant;
 use wit_component::StringEncoding;
 use wit_parser::Resolve;
 
-use crate::{Result, built, run};
+use crate::{Result, run, wasi_component};
 
 /// Go main packages that become components (`go-<name>.wasm`).
 const TRANSFORMS: &[&str] = &["json-to-row", "tenant-router"];
@@ -41,19 +41,7 @@ pub fn build(root: &Path, out_dir: &Path) -> Result<()> {
         let mut module = std::fs::read(&core).map_err(|e| format!("cannot read {}: {e}", core.display()))?;
         wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8, false)
             .map_err(|e| format!("cannot embed the world's type in {}: {e:#}", core.display()))?;
-        let component = wit_component::ComponentEncoder::default()
-            .module(&module)
-            .and_then(|e| {
-                e.adapter(
-                    wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
-                    wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
-                )
-            })
-            .and_then(|e| e.validate(true).encode())
-            .map_err(|e| format!("cannot make a component of {}: {e:#}", core.display()))?;
-        let output = out_dir.join(format!("go-{name}.wasm"));
-        std::fs::write(&output, &component).map_err(|e| format!("cannot write {}: {e}", output.display()))?;
-        built(&output)?;
+        wasi_component(&module, &core, &out_dir.join(format!("go-{name}.wasm")))?;
     }
     eprintln!(
         "xtask: built {} Go transforms in {:.1?}",

@@ -102,3 +102,20 @@ fn built(path: &Path) -> Result<()> {
     eprintln!("xtask: {} ({} KiB)", path.display(), size / 1024);
     Ok(())
 }
+
+/// Makes a component of a `wasm32-wasi` (preview1) core module read from
+/// `source`, with the WASI preview1 reactor adapter, and writes it to `output`.
+fn wasi_component(module: &[u8], source: &Path, output: &Path) -> Result<()> {
+    let component = wit_component::ComponentEncoder::default()
+        .module(module)
+        .and_then(|e| {
+            e.adapter(
+                wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+                wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+            )
+        })
+        .and_then(|e| e.validate(true).encode())
+        .map_err(|e| format!("cannot make a component of {}: {e:#}", source.display()))?;
+    std::fs::write(output, &component).map_err(|e| format!("cannot write {}: {e}", output.display()))?;
+    built(output)
+}
