@@ -5,12 +5,14 @@
 //! Run: `cargo bench -p iggy_connector_fluss_sink --bench engine`.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::Duration;
 
 mod common;
+#[path = "common/components.rs"]
+mod components;
 
 use common::json_batch;
+use components::component;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::mapping::JsonMapping;
@@ -18,18 +20,6 @@ use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
 use iggy_connector_fluss_sink::transform::{Transform, TransformSpec};
 
 const BATCH_SIZES: [usize; 4] = [1, 100, 1000, 10_000];
-
-fn component(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/wasm-transforms")
-        .join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo xtask build-transforms` first",
-        path.display()
-    );
-    path
-}
 
 fn table() -> TableSchema {
     common::table(TablePath::new("bench", "events"))
@@ -75,22 +65,12 @@ fn engine(c: &mut Criterion) {
 }
 
 fn load_times(c: &mut Criterion) {
-    let mut group = c.benchmark_group("load");
-    group.sample_size(10);
-    for name in ["noop", "json-to-row"] {
-        let dir = tempfile::tempdir().unwrap();
-        let mut spec = TransformSpec::new(component(name));
-        spec.cache_dir = None;
-        group.bench_function(BenchmarkId::new("compile", name), |b| {
-            b.iter(|| Transform::load(&spec, &[table()]).unwrap())
-        });
-        spec.cache_dir = Some(dir.path().to_path_buf());
-        Transform::load(&spec, &[table()]).unwrap();
-        group.bench_function(BenchmarkId::new("cached", name), |b| {
-            b.iter(|| Transform::load(&spec, &[table()]).unwrap())
-        });
-    }
-    group.finish();
+    components::load_times(
+        c,
+        "load",
+        &[("noop", "noop"), ("json-to-row", "json-to-row")],
+        &table(),
+    );
 }
 
 criterion_group! {

@@ -7,12 +7,14 @@
 //! Run: `cargo bench -p iggy_connector_fluss_sink --bench languages`.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::Duration;
 
 mod common;
+#[path = "common/components.rs"]
+mod components;
 
 use common::json_batch;
+use components::component;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use iggy_connector_fluss_sink::schema::{DataType, TablePath, TableSchema};
 use iggy_connector_fluss_sink::transform::{Transform, TransformSpec};
@@ -25,18 +27,6 @@ const COMPONENTS: &[(&str, &str)] = &[
     ("c", "c-json-to-row"),
     ("go", "go-json-to-row"),
 ];
-
-fn component(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/wasm-transforms")
-        .join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo xtask build-transforms` first",
-        path.display()
-    );
-    path
-}
 
 /// The engine benchmark's table with DECIMAL and TIMESTAMP read as DOUBLE and
 /// STRING, the types every language's json-to-row supports.
@@ -75,22 +65,7 @@ fn throughput(c: &mut Criterion) {
 }
 
 fn load_times(c: &mut Criterion) {
-    let mut group = c.benchmark_group("languages_load");
-    group.sample_size(10);
-    for (language, file) in COMPONENTS {
-        let dir = tempfile::tempdir().unwrap();
-        let mut spec = TransformSpec::new(component(file));
-        spec.cache_dir = None;
-        group.bench_function(BenchmarkId::new("compile", language), |b| {
-            b.iter(|| Transform::load(&spec, &[table()]).unwrap())
-        });
-        spec.cache_dir = Some(dir.path().to_path_buf());
-        Transform::load(&spec, &[table()]).unwrap();
-        group.bench_function(BenchmarkId::new("cached", language), |b| {
-            b.iter(|| Transform::load(&spec, &[table()]).unwrap())
-        });
-    }
-    group.finish();
+    components::load_times(c, "languages_load", COMPONENTS, &table());
 }
 
 criterion_group! {

@@ -175,13 +175,8 @@ pub unsafe extern "C" fn iggy_sink_open(
         };
         let close_timeout = config.close_timeout;
         let opened = block_on(Pipeline::open(config).instrument(tracing::Span::current()), None);
-        let pipeline = match opened {
-            Ok(Ok(p)) => Arc::new(p),
-            Ok(Err(e)) => {
-                tracing::error!("open failed: {e}");
-                log::unregister(id);
-                return FAILED;
-            }
+        let pipeline = match opened.and_then(|r| r.map_err(|e| e.to_string())) {
+            Ok(p) => Arc::new(p),
             Err(e) => {
                 tracing::error!("open failed: {e}");
                 log::unregister(id);
@@ -271,12 +266,8 @@ pub unsafe extern "C" fn iggy_sink_consume(
         }
         let pipeline = instance.pipeline.clone();
         let work = async move { pipeline.consume(schema, batch).await }.instrument(span.clone());
-        match block_on(work, None) {
-            Ok(Ok(_)) => OK,
-            Ok(Err(e)) => {
-                tracing::error!("consume failed: {e}");
-                FAILED
-            }
+        match block_on(work, None).and_then(|r| r.map_err(|e| e.to_string())) {
+            Ok(_) => OK,
             Err(e) => {
                 tracing::error!("consume failed: {e}");
                 FAILED
