@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# A single-node Apache Fluss cluster (ZooKeeper, coordinator, tablet server)
-# from the published fluss-server jar, without Docker.
+# A local Apache Fluss cluster (ZooKeeper, coordinator, one or more tablet
+# servers) from the published fluss-server jar, without Docker.
 #
 #   scripts/fluss-local.sh start    start (or find running) and print the bootstrap address
 #   scripts/fluss-local.sh stop     stop everything and remove the data folder
 #   scripts/fluss-local.sh status   say whether it runs; exit 0 when it does
-#   scripts/fluss-local.sh restart-tablet [KILL|TERM]   stop the tablet server with
-#                                        that signal (default KILL) and start it again
-#   scripts/fluss-local.sh kill-tablet [KILL|TERM] / start-tablet
+#   scripts/fluss-local.sh restart-tablet [KILL|TERM] [ID]   stop tablet server ID
+#                                        (default 0) with that signal (default KILL)
+#                                        and start it again
+#   scripts/fluss-local.sh kill-tablet [KILL|TERM] [ID] / start-tablet [ID]
 #
 # Environment: FLUSS_DIR (data, logs, pids; default <repo>/.fluss),
 # FLUSS_LIB_DIR (resolved jars; default ~/.cache/iggy-fluss-sink/fluss-lib-<version>),
-# FLUSS_PORT (coordinator, default 9123; the tablet server takes the next port),
-# FLUSS_ZK_PORT (default 2181). The logs of a failed start are copied to
+# FLUSS_PORT (coordinator, default 9123; tablet server i takes port + 1 + i),
+# FLUSS_ZK_PORT (default 2181), FLUSS_TABLETS (tablet servers, default 1; the
+# default replication factor is min(FLUSS_TABLETS, 3)). The logs of a failed start are copied to
 # <repo>/target/fluss-failed-logs/<time>/ and their tails printed.
 set -euo pipefail
 
@@ -21,7 +23,10 @@ VERSION=0.9.1-incubating
 FLUSS_DIR=${FLUSS_DIR:-$ROOT/.fluss}
 LIB_DIR=${FLUSS_LIB_DIR:-$HOME/.cache/iggy-fluss-sink/fluss-lib-$VERSION}
 PORT=${FLUSS_PORT:-9123}
-TABLET_PORT=$((PORT + 1))
+TABLETS=${FLUSS_TABLETS:-1}
+REPLICATION=$((TABLETS < 3 ? TABLETS : 3))
+tablet_port() { echo $((PORT + 1 + $1)); }
+tablet_ids() { seq 0 $((TABLETS - 1)); }
 ZK_PORT=${FLUSS_ZK_PORT:-2181}
 BOOTSTRAP="127.0.0.1:$PORT"
 START_TIMEOUT=${FLUSS_START_TIMEOUT:-120}
@@ -58,7 +63,7 @@ resolve_jars() {
 }
 
 write_configs() {
-  mkdir -p "$FLUSS_DIR"/{zk,coordinator,tablet,remote,data,logs}
+  mkdir -p "$FLUSS_DIR"/{zk,coordinator,remote,logs}
   cat > "$FLUSS_DIR/zk/zoo.cfg" <<CFG
 dataDir=$FLUSS_DIR/zk/data
 clientPort=$ZK_PORT
@@ -72,7 +77,7 @@ CFG
   local common="zookeeper.address: 127.0.0.1:$ZK_PORT
 remote.data.dir: $FLUSS_DIR/remote
 default.bucket.number: 1
-default.replication.factor: 1
+default.replication.factor: $REPLICATION
 netty.server.num-network-threads: 1
 netty.server.num-worker-threads: 2
 netty.client.num-network-threads: 1
@@ -81,9 +86,14 @@ kv.rocksdb.writebuffer.size: 8mb
 kv.rocksdb.shared-rate-limiter.bytes-per-sec: 512mb
 zookeeper.client.session-timeout: 6s"
   printf '%s\nbind.listeners: FLUSS://127.0.0.1:%s\n' "$common" "$PORT" > "$FLUSS_DIR/coordinator/server.yaml"
-  printf '%s\nbind.listeners: FLUSS://127.0.0.1:%s\ntablet-server.id: 0\ndata.dir: %s\n' \
-    "$common" "$TABLET_PORT" "$FLUSS_DIR/data" > "$FLUSS_DIR/tablet/server.yaml"
-  for role in zk coordinator tablet; do
+  local roles=(zk coordinator) id
+  for id in $(tablet_ids); do
+    mkdir -p "$FLUSS_DIR/tablet$id" "$FLUSS_DIR/data$id"
+    printf '%s\nbind.listeners: FLUSS://127.0.0.1:%s\ntablet-server.id: %s\ndata.dir: %s\n' \
+      "$common" "$(tablet_port "$id")" "$id" "$FLUSS_DIR/data$id" > "$FLUSS_DIR/tablet$id/server.yaml"
+    roles+=("tablet$id")
+  done
+  for role in "${roles[@]}"; do
     cat > "$FLUSS_DIR/$role/log4j2.properties" <<CFG
 rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = File
@@ -131,18 +141,27 @@ wait_for() { # what, seconds, command...
   done
 }
 
-tablet_registered() {
-  pid_alive tablet || fail_start "the tablet server exited"
-  port_open "$TABLET_PORT" && grep -q "Registered tablet server" \
-    "$FLUSS_DIR/logs/tablet.log" "$FLUSS_DIR/logs/coordinator.log" 2>/dev/null
+tablet_registered() { # id
+  pid_alive "tablet$1" || fail_start "tablet server $1 exited"
+  port_open "$(tablet_port "$1")" && grep -q "Registered tablet server $1 at" \
+    "$FLUSS_DIR/logs/tablet$1.log" 2>/dev/null
 }
 
-start_tablet() {
-  launch tablet 1g org.apache.fluss.server.tablet.TabletServer --configDir "$FLUSS_DIR/tablet"
-  wait_for "the tablet server" "$START_TIMEOUT" tablet_registered
+start_tablet() { # id
+  local heap=1g
+  [ "$TABLETS" -eq 1 ] || heap=512m
+  : > "$FLUSS_DIR/logs/tablet$1.log"
+  launch "tablet$1" "$heap" org.apache.fluss.server.tablet.TabletServer --configDir "$FLUSS_DIR/tablet$1"
+  wait_for "tablet server $1" "$START_TIMEOUT" tablet_registered "$1"
 }
 
-running() { pid_alive zk && pid_alive coordinator && pid_alive tablet && port_open "$PORT" && port_open "$TABLET_PORT"; }
+running() {
+  pid_alive zk && pid_alive coordinator && port_open "$PORT" || return 1
+  local id
+  for id in $(tablet_ids); do
+    pid_alive "tablet$id" && port_open "$(tablet_port "$id")" || return 1
+  done
+}
 
 start_all() {
   if running; then
@@ -152,10 +171,10 @@ start_all() {
   fi
   stop_all
   resolve_jars
-  if port_open "$ZK_PORT" || port_open "$PORT" || port_open "$TABLET_PORT"; then
-    log "ports $ZK_PORT, $PORT or $TABLET_PORT are taken by something else"
-    exit 1
-  fi
+  local id
+  for p in "$ZK_PORT" "$PORT" $(for id in $(tablet_ids); do tablet_port "$id"; done); do
+    if port_open "$p"; then log "port $p is taken by something else"; exit 1; fi
+  done
   write_configs
   log "starting ZooKeeper on $ZK_PORT"
   launch zk 256m org.apache.fluss.shaded.zookeeper3.org.apache.zookeeper.server.quorum.QuorumPeerMain "$FLUSS_DIR/zk/zoo.cfg"
@@ -163,8 +182,10 @@ start_all() {
   log "starting the coordinator on $PORT"
   launch coordinator 512m org.apache.fluss.server.coordinator.CoordinatorServer --configDir "$FLUSS_DIR/coordinator"
   wait_for "the coordinator" "$START_TIMEOUT" port_open "$PORT"
-  log "starting the tablet server on $TABLET_PORT"
-  start_tablet
+  for id in $(tablet_ids); do
+    log "starting tablet server $id on $(tablet_port "$id")"
+    start_tablet "$id"
+  done
   log "ready"
   echo "$BOOTSTRAP"
 }
@@ -181,26 +202,30 @@ kill_role() {
   rm -f "$FLUSS_DIR/$role.pid"
 }
 
-# SIGKILL the tablet server, then wait until the coordinator has seen it go
-# (its ZooKeeper session expires): a tablet server that comes back before
-# that is handed stale leadership and serves some tables as unknown.
-kill_tablet() { # signal (KILL by default)
-  local signal=${1:-KILL}
-  local gone="Received CHILD_REMOVED event for server 0"
+# Stop a tablet server with a signal, then wait until the coordinator has
+# seen it go (its ZooKeeper session ends): a tablet server that comes back
+# before that is handed stale leadership and serves some tables as unknown.
+kill_tablet() { # signal (KILL by default), id (0 by default)
+  local signal=${1:-KILL} id=${2:-0}
+  local gone="Received CHILD_REMOVED event for server $id"
   local before
   before=$(grep -c "$gone" "$FLUSS_DIR/logs/coordinator.log" 2>/dev/null || true)
-  kill_role tablet "$signal"
+  kill_role "tablet$id" "$signal"
   local waited=0
   until [ "$(grep -c "$gone" "$FLUSS_DIR/logs/coordinator.log" 2>/dev/null || true)" -gt "${before:-0}" ]; do
     sleep 0.5
     waited=$((waited + 1))
     if [ "$waited" -ge 120 ]; then log "the coordinator did not notice the tablet server going"; exit 1; fi
   done
-  log "tablet server stopped with SIG$signal; the coordinator has noticed"
+  log "tablet server $id stopped with SIG$signal; the coordinator has noticed"
 }
 
 stop_all() {
-  for role in tablet coordinator zk; do kill_role "$role"; done
+  local pid_file
+  for pid_file in "$FLUSS_DIR"/tablet*.pid; do
+    [ -f "$pid_file" ] && kill_role "$(basename "$pid_file" .pid)"
+  done
+  for role in coordinator zk; do kill_role "$role"; done
   rm -rf "$FLUSS_DIR"
 }
 
@@ -209,8 +234,8 @@ case "${1:-}" in
   stop) stop_all; log "stopped" ;;
   status)
     if running; then echo "running at $BOOTSTRAP"; else echo "not running"; exit 1; fi ;;
-  kill-tablet) kill_tablet "${2:-KILL}" ;;
-  start-tablet) : > "$FLUSS_DIR/logs/tablet.log"; start_tablet ;;
-  restart-tablet) kill_tablet "${2:-KILL}"; : > "$FLUSS_DIR/logs/tablet.log"; start_tablet ;;
-  *) echo "usage: $0 start|stop|status|kill-tablet [SIG]|start-tablet|restart-tablet [SIG]" >&2; exit 2 ;;
+  kill-tablet) kill_tablet "${2:-KILL}" "${3:-0}" ;;
+  start-tablet) start_tablet "${2:-0}" ;;
+  restart-tablet) kill_tablet "${2:-KILL}" "${3:-0}"; start_tablet "${3:-0}" ;;
+  *) echo "usage: $0 start|stop|status|kill-tablet [SIG] [ID]|start-tablet [ID]|restart-tablet [SIG] [ID]" >&2; exit 2 ;;
 esac

@@ -162,10 +162,15 @@ pub mod fluss_cluster {
         }
     }
 
-    /// A plain client connection for reading back.
+    /// A plain client connection to the local cluster, for reading back.
     pub async fn connection() -> FlussConnection {
+        connection_to(&bootstrap()).await
+    }
+
+    /// A plain client connection to the cluster at `bootstrap_servers`.
+    pub async fn connection_to(bootstrap_servers: &str) -> FlussConnection {
         let config = fluss::config::Config {
-            bootstrap_servers: bootstrap(),
+            bootstrap_servers: bootstrap_servers.to_string(),
             ..Default::default()
         };
         FlussConnection::new(config).await.expect("Fluss is reachable")
@@ -193,7 +198,17 @@ pub mod fluss_cluster {
     /// Every row of a log table (one bucket), each as its cells' text, once
     /// `expected` rows have arrived or `timeout` passed.
     pub async fn read_log(path: &TablePath, expected: usize, timeout: Duration) -> Vec<Vec<String>> {
-        let conn = connection().await;
+        read_log_at(&bootstrap(), path, expected, timeout).await
+    }
+
+    /// [`read_log`] from the cluster at `bootstrap_servers`.
+    pub async fn read_log_at(
+        bootstrap_servers: &str,
+        path: &TablePath,
+        expected: usize,
+        timeout: Duration,
+    ) -> Vec<Vec<String>> {
+        let conn = connection_to(bootstrap_servers).await;
         let table = conn
             .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
             .await

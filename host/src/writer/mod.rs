@@ -199,6 +199,10 @@ pub fn dead_letter_schema(path: TablePath) -> TableSchema {
     }
 }
 
+/// How long an acknowledgement may take before the writer refreshes the
+/// table's metadata in the client (see `FlussWriter::refresh_table_metadata`).
+const METADATA_NUDGE: Duration = Duration::from_secs(2);
+
 fn now_micros() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -659,11 +663,10 @@ impl FlussWriter {
         let mut backoff = self.settings.retry_backoff;
         let mut attempt = 0u32;
         loop {
-            let remaining = timeout.saturating_sub(started.elapsed());
             let result = match send() {
-                Ok(future) => match tokio::time::timeout(remaining, future).await {
-                    Ok(result) => result,
-                    Err(_) => {
+                Ok(future) => match self.acknowledgement(table, future, started).await {
+                    Some(result) => result,
+                    None => {
                         return Err(WriteError::Undelivered {
                             what: what.into(),
                             timeout,
@@ -681,7 +684,11 @@ impl FlussWriter {
             let failure = match classify(&error) {
                 Failure::TableUnknown => match self.admin.table_exists(&fluss_path(table)).await {
                     Ok(false) => Failure::Permanent,
-                    _ => Failure::Transient,
+                    _ => {
+                        // The client forgot the table (see `refresh_table_metadata`).
+                        self.refresh_table_metadata(table).await;
+                        Failure::Transient
+                    }
                 },
                 other => other,
             };
@@ -705,6 +712,43 @@ impl FlussWriter {
             );
             tokio::time::sleep(backoff + jitter).await;
             backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    /// Waits for `ack` until the delivery timeout counted from `started`
+    /// (`None` when it passes), refreshing the client's metadata of `table`
+    /// whenever an acknowledgement is slow to come.
+    async fn acknowledgement(
+        &self,
+        table: &TablePath,
+        ack: WriteResultFuture,
+        started: Instant,
+    ) -> Option<fluss::error::Result<()>> {
+        let deadline = tokio::time::Instant::from_std(started + self.settings.delivery_timeout);
+        tokio::pin!(ack);
+        loop {
+            let nudge = (tokio::time::Instant::now() + METADATA_NUDGE).min(deadline);
+            tokio::select! {
+                result = &mut ack => return Some(result),
+                () = tokio::time::sleep_until(nudge) => {
+                    if nudge >= deadline {
+                        return None;
+                    }
+                    self.refresh_table_metadata(table).await;
+                }
+            }
+        }
+    }
+
+    /// Fetches `table`'s metadata into the client again. fluss-rs 1.0 rebuilds
+    /// its cluster view from the bootstrap servers when no tablet server
+    /// answers (a restart of the only one), and that view holds no tables: until
+    /// something fetches the table again, new writes fail with "table not
+    /// found" and batches already queued are never sent.
+    async fn refresh_table_metadata(&self, table: &TablePath) {
+        let metadata = self.connection.get_metadata();
+        if let Err(e) = metadata.update_table_metadata(&fluss_path(table)).await {
+            tracing::debug!(%table, "refreshing the table's metadata: {e}");
         }
     }
 
