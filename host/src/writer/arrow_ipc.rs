@@ -1,18 +1,19 @@
 //! `payload_format = "arrow_ipc"`: each payload is an Arrow IPC stream whose
-//! record batches are appended as they are, matched to the table by column
-//! name (a missing nullable column becomes NULL; a type that Arrow can cast
-//! safely is cast; anything else is refused with the reason).
+//! record batches are appended as one batch (so a message is written whole
+//! or not at all), matched to the table by column name (a missing nullable
+//! column becomes NULL; a type that Arrow can cast safely is cast; anything
+//! else is refused with the reason).
 
 use std::io::Cursor;
 
 use arrow::array::{ArrayRef, new_null_array};
-use arrow::compute::{CastOptions, can_cast_types, cast_with_options};
+use arrow::compute::{CastOptions, can_cast_types, cast_with_options, concat_batches};
 use arrow::datatypes::SchemaRef;
 use arrow::ipc::reader::StreamReader;
 use arrow::record_batch::RecordBatch;
 
-/// The record batches of one IPC stream payload, fitted to `table`.
-pub fn decode(payload: &[u8], table: &SchemaRef) -> Result<Vec<RecordBatch>, String> {
+/// The rows of one IPC stream payload, fitted to `table`, as one batch.
+pub fn decode(payload: &[u8], table: &SchemaRef) -> Result<RecordBatch, String> {
     let reader = StreamReader::try_new(Cursor::new(payload), None)
         .map_err(|e| format!("payload is not an Arrow IPC stream: {e}"))?;
     let mut out = Vec::new();
@@ -20,7 +21,7 @@ pub fn decode(payload: &[u8], table: &SchemaRef) -> Result<Vec<RecordBatch>, Str
         let batch = batch.map_err(|e| format!("Arrow IPC stream is corrupt: {e}"))?;
         out.push(fit(&batch, table)?);
     }
-    Ok(out)
+    concat_batches(table, &out).map_err(|e| format!("cannot join the stream's batches: {e}"))
 }
 
 fn fit(batch: &RecordBatch, table: &SchemaRef) -> Result<RecordBatch, String> {
@@ -104,10 +105,26 @@ mod tests {
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int32, false)]));
         let batch = RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![1, 2]))]).unwrap();
         let out = decode(&ipc(&batch), &table()).unwrap();
-        assert_eq!(out.len(), 1);
-        let ids = out[0].column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        let ids = out.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(ids.values(), &[1, 2]);
-        assert_eq!(out[0].column(1).null_count(), 2);
+        assert_eq!(out.column(1).null_count(), 2);
+    }
+
+    #[test]
+    fn a_stream_of_several_batches_becomes_one() {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let part = |ids: Vec<i64>| {
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(ids))]).unwrap()
+        };
+        let mut buf = Vec::new();
+        let mut w = StreamWriter::try_new(&mut buf, &schema).unwrap();
+        w.write(&part(vec![1, 2])).unwrap();
+        w.write(&part(vec![3])).unwrap();
+        w.finish().unwrap();
+        drop(w);
+        let out = decode(&buf, &table()).unwrap();
+        let ids = out.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(ids.values(), &[1, 2, 3]);
     }
 
     #[test]

@@ -142,6 +142,9 @@ struct Table {
     schema: TableSchema,
     arrow_schema: SchemaRef,
     sink: Sink,
+    /// An appended Arrow batch lands in one bucket whole (no bucket key, or
+    /// one bucket); otherwise fluss-rs splits it across buckets.
+    whole_batches: bool,
 }
 
 /// The Fluss side of the sink: one connection, a writer per table.
@@ -393,6 +396,7 @@ impl FlussWriter {
             schema,
             arrow_schema,
             sink,
+            whole_batches: !info.has_bucket_key() || info.get_num_buckets() <= 1,
         });
         tables.insert(path.clone(), handle.clone());
         Ok(handle)
@@ -535,30 +539,23 @@ impl FlussWriter {
         let mut letters = Vec::new();
         let mut reasons = Vec::new();
         for (i, message) in batch.iter().enumerate() {
-            let batches = match arrow_ipc::decode(message.payload, &target.arrow_schema) {
+            let record = match arrow_ipc::decode(message.payload, &target.arrow_schema) {
                 Ok(b) => b,
                 Err(reason) => {
                     reasons.push((i, reason));
                     continue;
                 }
             };
-            if batches.iter().all(|b| b.num_rows() == 0) {
+            if record.num_rows() == 0 {
                 report.filtered += 1;
                 continue;
             }
-            let what = format!("Arrow batches of offset {} to {table}", message.offset);
-            let mut refused = None;
-            for record in batches {
-                let ack = self.deliver(table, &what, || writer.append_arrow_batch(record.clone()));
-                let (ack, ()) = tokio::join!(biased; ack, self.hurry(writer.flush()));
-                if let Err(reason) = ack? {
-                    refused = Some(reason);
-                    break;
-                }
-            }
-            match refused {
-                None => report.written += 1,
-                Some(reason) => reasons.push((i, reason)),
+            let what = format!("the Arrow rows of offset {} to {table}", message.offset);
+            let ack = self.deliver(table, &what, || writer.append_arrow_batch(record.clone()));
+            let (ack, ()) = tokio::join!(biased; ack, self.hurry(writer.flush()));
+            match ack? {
+                Ok(()) => report.written += 1,
+                Err(reason) => reasons.push((i, reason)),
             }
         }
         for (i, reason) in &reasons {
@@ -579,8 +576,9 @@ impl FlussWriter {
     ) -> Result<(), WriteError> {
         let what = format!("{} rows for {}", rows.len(), table.schema.path);
         match &table.sink {
-            Sink::Log(writer) => {
-                // Bisect on a permanent error so that only the refused rows fail.
+            Sink::Log(writer) if table.whole_batches => {
+                // Bisect on a permanent error so that only the refused rows fail:
+                // a refused batch was refused whole, so nothing is sent twice.
                 let mut pending = vec![rows];
                 while let Some(part) = pending.pop() {
                     let views: Vec<RowView<'_>> = part.iter().map(|(_, _, r)| *r).collect();
@@ -604,42 +602,62 @@ impl FlussWriter {
                     }
                 }
             }
+            // A batch split across buckets could be refused in some and taken
+            // in others: append row by row, each with its own acknowledgement.
+            Sink::Log(writer) => {
+                let send = |_: RowKind, row: &GenericRow<'static>| writer.append(row);
+                self.write_rows(table, rows, &what, send, writer.flush(), failures)
+                    .await?;
+            }
             Sink::Keyed(writer) => {
-                let mut futures = Vec::with_capacity(rows.len());
-                for (message, kind, row) in rows {
-                    let generic = match arrow_rows::generic_row(row, &table.schema) {
-                        Ok(g) => g,
-                        Err(reason) => {
-                            failures.push((*message, reason));
-                            continue;
-                        }
-                    };
-                    futures.push((*message, *kind, generic));
-                }
-                // Send everything first, then await: the client batches per bucket.
-                let sent: Vec<_> = futures
-                    .iter()
-                    .map(|(m, kind, row)| (*m, kind, row, send_keyed(writer, *kind, row)))
-                    .collect();
-                let acks = async {
-                    for (message, kind, row, first) in sent {
-                        let mut first = Some(first);
-                        let result = self
-                            .deliver(&table.schema.path, &what, || {
-                                first.take().unwrap_or_else(|| send_keyed(writer, *kind, row))
-                            })
-                            .await?;
-                        if let Err(reason) = result {
-                            failures.push((message, reason));
-                        }
-                    }
-                    Ok::<(), WriteError>(())
-                };
-                let (acks, ()) = tokio::join!(biased; acks, self.hurry(writer.flush()));
-                acks?;
+                let send = |kind, row: &GenericRow<'static>| send_keyed(writer, kind, row);
+                self.write_rows(table, rows, &what, send, writer.flush(), failures)
+                    .await?;
             }
         }
         Ok(())
+    }
+
+    /// Sends `rows` one by one with `send`, then awaits each row's
+    /// acknowledgement (sending again what failed transiently); messages
+    /// whose rows are refused for good are added to `failures`.
+    async fn write_rows(
+        &self,
+        table: &Table,
+        rows: &[PendingRow<'_>],
+        what: &str,
+        send: impl Fn(RowKind, &GenericRow<'static>) -> fluss::error::Result<WriteResultFuture>,
+        flush: impl Future<Output = fluss::error::Result<()>>,
+        failures: &mut Vec<(u32, String)>,
+    ) -> Result<(), WriteError> {
+        let mut converted = Vec::with_capacity(rows.len());
+        for (message, kind, row) in rows {
+            match arrow_rows::generic_row(row, &table.schema) {
+                Ok(g) => converted.push((*message, *kind, g)),
+                Err(reason) => failures.push((*message, reason)),
+            }
+        }
+        // Send everything first, then await: the client batches per bucket.
+        let sent: Vec<_> = converted
+            .iter()
+            .map(|(m, kind, row)| (*m, *kind, row, send(*kind, row)))
+            .collect();
+        let acks = async {
+            for (message, kind, row, first) in sent {
+                let mut first = Some(first);
+                let result = self
+                    .deliver(&table.schema.path, what, || {
+                        first.take().unwrap_or_else(|| send(kind, row))
+                    })
+                    .await?;
+                if let Err(reason) = result {
+                    failures.push((message, reason));
+                }
+            }
+            Ok::<(), WriteError>(())
+        };
+        let (acks, ()) = tokio::join!(biased; acks, self.hurry(flush));
+        acks
     }
 
     /// Runs a client flush so that rows just sent leave without waiting for
