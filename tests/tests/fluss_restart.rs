@@ -244,13 +244,6 @@ async fn keyed_state(bootstrap_servers: &str, path: &TablePath, ids: usize) -> B
     state
 }
 
-/// Waits until the stream has written `batches` batches.
-async fn wait_for_progress(progress: &AtomicUsize, batches: usize) {
-    while progress.load(Ordering::SeqCst) < batches {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Checks what the stream reported and what the tables hold.
 async fn assert_nothing_lost(
     bootstrap_servers: &str,
@@ -315,58 +308,90 @@ fn restart_settings(bootstrap_servers: String) -> WriterSettings {
     }
 }
 
+/// A stream (see [`stream`]) running against the cluster at `bootstrap`.
+struct RunningStream {
+    bootstrap: String,
+    writer: Arc<FlussWriter>,
+    log: TableSchema,
+    keyed: TableSchema,
+    stop: Arc<AtomicBool>,
+    progress: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<StreamOutcome>,
+}
+
+impl RunningStream {
+    /// Creates fresh tables on the cluster at `bootstrap` and starts streaming.
+    async fn start(bootstrap: String) -> Self {
+        let writer = Arc::new(writer(restart_settings(bootstrap.clone())).await);
+        let (log, keyed) = tables(&writer).await;
+        let (stop, progress) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+        let task = tokio::spawn(stream(
+            writer.clone(),
+            log.clone(),
+            keyed.clone(),
+            stop.clone(),
+            progress.clone(),
+        ));
+        Self {
+            bootstrap,
+            writer,
+            log,
+            keyed,
+            stop,
+            progress,
+            task,
+        }
+    }
+
+    /// Waits until `more` batches beyond those written so far are written.
+    async fn wait_for_batches(&self, more: usize) {
+        let target = self.progress.load(Ordering::SeqCst) + more;
+        while self.progress.load(Ordering::SeqCst) < target {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Lets the stream write its last batches, then checks that nothing was lost.
+    async fn finish_and_check(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let out = self.task.await.expect("the stream ran to its end");
+        assert_nothing_lost(
+            &self.bootstrap,
+            &self.writer,
+            &out,
+            &self.log.path,
+            &self.keyed.path,
+        )
+        .await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bucket_leaders_killed_mid_stream_lose_nothing_with_replicas() {
     init_logging();
     let cluster = tokio::task::spawn_blocking(ReplicatedCluster::start)
         .await
         .unwrap();
-    let w = Arc::new(writer(restart_settings(cluster.bootstrap())).await);
-    let (log, keyed) = tables(&w).await;
-    let (stop, progress) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
-    let running = tokio::spawn(stream(
-        w.clone(),
-        log.clone(),
-        keyed.clone(),
-        stop.clone(),
-        progress.clone(),
-    ));
+    let run = RunningStream::start(cluster.bootstrap()).await;
 
     // Crash the leader of the log table's bucket, then, once the stream has
     // gone on, the leader of the primary-key table's bucket (maybe the same server).
-    wait_for_progress(&progress, 5).await;
-    let leader = leader_of(&cluster.bootstrap(), &log.path).await;
+    run.wait_for_batches(5).await;
+    let leader = leader_of(&cluster.bootstrap(), &run.log.path).await;
     cluster.restart("KILL", leader).await;
-    let after = progress.load(Ordering::SeqCst);
-    wait_for_progress(&progress, after + 3).await;
-    let leader = leader_of(&cluster.bootstrap(), &keyed.path).await;
+    run.wait_for_batches(3).await;
+    let leader = leader_of(&cluster.bootstrap(), &run.keyed.path).await;
     cluster.restart("KILL", leader).await;
-    stop.store(true, Ordering::SeqCst);
-
-    let out = running.await.expect("the stream ran to its end");
-    assert_nothing_lost(&cluster.bootstrap(), &w, &out, &log.path, &keyed.path).await;
+    run.finish_and_check().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_tablet_server_restarted_gracefully_mid_stream_loses_nothing() {
     init_logging();
-    let w = Arc::new(writer(restart_settings(bootstrap())).await);
-    let (log, keyed) = tables(&w).await;
-    let (stop, progress) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
-    let running = tokio::spawn(stream(
-        w.clone(),
-        log.clone(),
-        keyed.clone(),
-        stop.clone(),
-        progress.clone(),
-    ));
-
-    wait_for_progress(&progress, 5).await;
+    let run = RunningStream::start(bootstrap()).await;
+    run.wait_for_batches(5).await;
     tokio::task::spawn_blocking(|| fluss_script(&[], &["restart-tablet", "TERM", "0"]))
         .await
         .unwrap();
-    stop.store(true, Ordering::SeqCst);
-
-    let out = running.await.expect("the stream ran to its end");
-    assert_nothing_lost(&bootstrap(), &w, &out, &log.path, &keyed.path).await;
+    run.finish_and_check().await;
 }
