@@ -551,7 +551,7 @@ impl FlussWriter {
                 continue;
             }
             let what = format!("the Arrow rows of offset {} to {table}", message.offset);
-            let ack = self.deliver(table, &what, || writer.append_arrow_batch(record.clone()));
+            let ack = self.deliver(table, &what, true, || writer.append_arrow_batch(record.clone()));
             let (ack, ()) = tokio::join!(biased; ack, self.hurry(writer.flush()));
             match ack? {
                 Ok(()) => report.written += 1,
@@ -587,7 +587,7 @@ impl FlussWriter {
                             table: table.schema.path.to_string(),
                             reason,
                         })?;
-                    let ack = self.deliver(&table.schema.path, &what, || {
+                    let ack = self.deliver(&table.schema.path, &what, true, || {
                         writer.append_arrow_batch(batch.clone())
                     });
                     let (ack, ()) = tokio::join!(biased; ack, self.hurry(writer.flush()));
@@ -643,10 +643,12 @@ impl FlussWriter {
             .map(|(m, kind, row)| (*m, *kind, row, send(*kind, row)))
             .collect();
         let acks = async {
-            for (message, kind, row, first) in sent {
+            for (index, (message, kind, row, first)) in sent.into_iter().enumerate() {
                 let mut first = Some(first);
+                // A transient error hits every row alike: warn about the first
+                // row's retries only, not once per row.
                 let result = self
-                    .deliver(&table.schema.path, what, || {
+                    .deliver(&table.schema.path, what, index == 0, || {
                         first.take().unwrap_or_else(|| send(kind, row))
                     })
                     .await?;
@@ -669,11 +671,13 @@ impl FlussWriter {
 
     /// Sends with `send` until acknowledged: transient errors are retried
     /// with exponential backoff and jitter, bounded by `max_retries` and the
-    /// delivery timeout. `Ok(Err(reason))` is a permanent refusal.
+    /// delivery timeout. `Ok(Err(reason))` is a permanent refusal. Retries
+    /// are logged at warn level when `warn_on_retry`, at debug level otherwise.
     async fn deliver(
         &self,
         table: &TablePath,
         what: &str,
+        warn_on_retry: bool,
         mut send: impl FnMut() -> fluss::error::Result<WriteResultFuture>,
     ) -> Result<Result<(), String>, WriteError> {
         let started = Instant::now();
@@ -723,11 +727,18 @@ impl FlussWriter {
                     reason: error.to_string(),
                 });
             }
-            tracing::warn!(
-                attempt,
-                "transient Fluss error writing {what}, retrying in {:?}: {error}",
-                backoff + jitter
-            );
+            let wait = backoff + jitter;
+            if warn_on_retry {
+                tracing::warn!(
+                    attempt,
+                    "transient Fluss error writing {what}, retrying in {wait:?}: {error}"
+                );
+            } else {
+                tracing::debug!(
+                    attempt,
+                    "transient Fluss error writing {what}, retrying in {wait:?}: {error}"
+                );
+            }
             tokio::time::sleep(backoff + jitter).await;
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
@@ -826,7 +837,7 @@ impl FlussWriter {
                 }
             })?;
         let what = format!("{} dead letters to {path}", letters.len());
-        let ack = self.deliver(path, &what, || writer.append_arrow_batch(record.clone()));
+        let ack = self.deliver(path, &what, true, || writer.append_arrow_batch(record.clone()));
         let (ack, ()) = tokio::join!(biased; ack, self.hurry(writer.flush()));
         match ack? {
             Ok(()) => Ok(()),
