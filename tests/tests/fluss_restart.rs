@@ -45,14 +45,22 @@ fn init_logging() {
         .try_init();
 }
 
-/// Runs `scripts/fluss-local.sh` with `env`, failing the test if it fails.
-fn fluss_script(env: &[(&str, String)], args: &[&str]) {
-    let status = std::process::Command::new(repo_root().join("scripts/fluss-local.sh"))
+/// Runs `scripts/fluss-local.sh` with `env`; whether it succeeded.
+fn run_fluss_script(env: &[(&str, String)], args: &[&str]) -> bool {
+    std::process::Command::new(repo_root().join("scripts/fluss-local.sh"))
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .args(args)
         .status()
-        .expect("run scripts/fluss-local.sh");
-    assert!(status.success(), "scripts/fluss-local.sh {args:?} failed");
+        .expect("run scripts/fluss-local.sh")
+        .success()
+}
+
+/// Runs `scripts/fluss-local.sh` with `env`, failing the test if it fails.
+fn fluss_script(env: &[(&str, String)], args: &[&str]) {
+    assert!(
+        run_fluss_script(env, args),
+        "scripts/fluss-local.sh {args:?} failed"
+    );
 }
 
 /// A cluster of three tablet servers of this test's own, on ports apart from
@@ -107,10 +115,7 @@ impl Drop for ReplicatedCluster {
             }
             eprintln!("the replicated cluster's logs are kept in {}", keep.display());
         }
-        let _ = std::process::Command::new(repo_root().join("scripts/fluss-local.sh"))
-            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
-            .arg("stop")
-            .status();
+        run_fluss_script(&self.env, &["stop"]);
     }
 }
 
