@@ -5,6 +5,8 @@
 //! callback, any other event (the Fluss client's background tasks, say) to
 //! the most recently registered one. Levels are filtered by the
 //! `IGGY_FLUSS_SINK_LOG` variable (tracing `Targets` syntax, default `info`).
+//! Records of the `log` crate (fluss-rs logs through it: dropped batches,
+//! retries, closed connections) are bridged into the same events.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -13,6 +15,7 @@ use std::sync::{OnceLock, RwLock};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
 use tracing::{Event, Level, Subscriber};
+use tracing_log::NormalizeEvent;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
@@ -79,9 +82,16 @@ pub fn install() {
             .ok()
             .and_then(|v| v.parse::<Targets>().ok())
             .unwrap_or_else(|| Targets::new().with_default(Level::INFO));
+        let log_level = match filter.default_level() {
+            Some(level) if level >= tracing::level_filters::LevelFilter::DEBUG => ::log::LevelFilter::Trace,
+            _ => ::log::LevelFilter::Info,
+        };
         let subscriber = Registry::default().with(CallbackLayer.with_filter(filter));
         // Fails only if this library already has a global subscriber: then it is used as it is.
         let _ = tracing::subscriber::set_global_default(subscriber);
+        // The `log` crate is linked into this library alone, so its logger is
+        // this library's own; fails only if one is set already.
+        let _ = tracing_log::LogTracer::builder().with_max_level(log_level).init();
     });
 }
 
@@ -121,7 +131,9 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for CallbackLayer {
             let _ = write!(text, " instance={i}");
         }
         text.push_str(&message.fields);
-        let metadata = event.metadata();
+        // A bridged `log` record carries its real target and level in fields.
+        let normalized = event.normalized_metadata();
+        let metadata = normalized.as_ref().unwrap_or_else(|| event.metadata());
         let level = match *metadata.level() {
             Level::TRACE => 0,
             Level::DEBUG => 1,
@@ -158,6 +170,9 @@ struct MessageVisitor {
 
 impl Visit for MessageVisitor {
     fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name().starts_with("log.") {
+            return;
+        }
         if field.name() == "message" {
             self.message.push_str(value);
         } else {
@@ -165,6 +180,9 @@ impl Visit for MessageVisitor {
         }
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name().starts_with("log.") {
+            return;
+        }
         if field.name() == "message" {
             let _ = write!(self.message, "{value:?}");
         } else {
@@ -222,5 +240,26 @@ mod tests {
             ]
         );
         unregister(7);
+    }
+
+    #[test]
+    fn log_crate_records_reach_the_callback_with_their_own_target() {
+        let _guard = TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        register(8, Some(record));
+        SEEN.lock().unwrap().clear();
+        instance_span(8).in_scope(|| {
+            ::log::warn!(target: "fluss::client::write", "batch will be dropped");
+            ::log::debug!(target: "fluss::client::write", "below the default level");
+        });
+        let seen = SEEN.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![(
+                3,
+                "fluss::client::write".to_string(),
+                "batch will be dropped instance=8".to_string()
+            )]
+        );
+        unregister(8);
     }
 }
