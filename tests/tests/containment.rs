@@ -203,6 +203,85 @@ fn an_always_failing_transform_stops_bisecting_at_the_budget() {
     );
 }
 
+/// Guests that wait instead of spinning: the epoch deadline cannot interrupt
+/// a blocking host call, so WASI's clocks never block (`transform::clocks`).
+/// The guests are C (wasi-libc's `nanosleep` and `clock_gettime` through the
+/// preview-1 adapter) and Python (`time.sleep`, `time.monotonic`). Rust
+/// guests built here target wasm32-unknown-unknown, whose std has no clock
+/// at all; built for wasm32-wasip2 they reach the same WASI clock.
+mod blocking_guests {
+    use super::*;
+    use std::time::Instant;
+
+    /// The longest a batch with one poisoned message may take under
+    /// `quick()` limits: a first call, a retry, a bisection of a few calls,
+    /// each cut at 200 ms, plus slack for a loaded machine.
+    const BOUND: Duration = Duration::from_secs(5);
+
+    fn waiter(language: &str, mode: &str) -> Transform {
+        let mut spec = TransformSpec::new(component(&format!("{language}-evil-sleep")));
+        spec.config = vec![("mode".into(), mode.into())];
+        spec.limits = quick();
+        spec.cache_dir = Some(test_cache_dir());
+        Transform::load(&spec, &[offsets_table()]).unwrap()
+    }
+
+    /// A guest sleeping 120 s on the poisoned message returns at once.
+    fn sleeps_return_at_once(language: &str) {
+        let t = waiter(language, "sleep");
+        let started = Instant::now();
+        let out = t
+            .process(&text_batch(&["a", "b", "c", "d", "poison", "e", "f"]))
+            .unwrap();
+        let took = started.elapsed();
+        assert!(
+            took < BOUND,
+            "{language}: a 120 s sleep held the call for {took:?}"
+        );
+        let made: Vec<u32> = rows_of(&out).into_iter().map(|(m, _, _, _)| m).collect();
+        assert_eq!(
+            made,
+            vec![0, 1, 2, 3, 4, 5, 6],
+            "{language}: the sleep returned and the row was made"
+        );
+        assert_eq!(t.stats().faults.load(Ordering::Relaxed), 0);
+    }
+
+    /// A guest reading the clock until 120 s have passed spins, and meets
+    /// the CPU deadline like any loop.
+    fn clock_waits_hit_the_cpu_deadline(language: &str) {
+        let t = waiter(language, "clock-spin");
+        let started = Instant::now();
+        let reason = poisoned_reason(&t);
+        let took = started.elapsed();
+        assert!(reason.contains("CPU deadline of 200ms"), "{language}: {reason}");
+        assert!(
+            took < BOUND,
+            "{language}: the clock loop held the call for {took:?}"
+        );
+    }
+
+    #[test]
+    fn a_c_guest_that_sleeps_returns_at_once() {
+        sleeps_return_at_once("c");
+    }
+
+    #[test]
+    fn a_python_guest_that_sleeps_returns_at_once() {
+        sleeps_return_at_once("python");
+    }
+
+    #[test]
+    fn a_c_guest_waiting_on_the_clock_hits_the_cpu_deadline() {
+        clock_waits_hit_the_cpu_deadline("c");
+    }
+
+    #[test]
+    fn a_python_guest_waiting_on_the_clock_hits_the_cpu_deadline() {
+        clock_waits_hit_the_cpu_deadline("python");
+    }
+}
+
 #[test]
 fn an_init_error_fails_the_load_with_the_guest_message() {
     let err = evil("init-error", quick(), &[]).err().unwrap();
@@ -313,5 +392,41 @@ mod load_errors {
         let third = Transform::load(&spec, &[offsets_table()]).unwrap();
         assert_eq!(third.load_info().source, Source::Compiled);
         assert!(third.process(&text_batch(&["a"])).unwrap().outcomes.len() == 1);
+    }
+
+    /// A cached artifact is native code: a folder others can write to is refused.
+    #[test]
+    fn a_world_writable_cache_folder_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut spec = TransformSpec::new(component("noop"));
+        spec.cache_dir = Some(dir.path().to_path_buf());
+        let err = Transform::load(&spec, &[offsets_table()]).err().expect("refused");
+        assert!(matches!(err, TransformError::Cache(_)), "{err}");
+        assert!(err.to_string().contains("is not private"), "{err}");
+        assert!(err.to_string().contains("mode 0777"), "{err}");
+    }
+
+    /// An artifact planted (or left) writable by others is compiled over, not loaded.
+    #[test]
+    fn a_planted_artifact_others_could_write_is_not_loaded() {
+        use iggy_connector_fluss_sink::transform::cache::Source;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = TransformSpec::new(component("noop"));
+        spec.cache_dir = Some(dir.path().to_path_buf());
+        Transform::load(&spec, &[offsets_table()]).unwrap();
+        let artifact = std::fs::read_dir(dir.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::set_permissions(&artifact, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let again = Transform::load(&spec, &[offsets_table()]).unwrap();
+        assert_eq!(again.load_info().source, Source::Compiled);
+        let mode = std::fs::metadata(&artifact).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the artifact is written again, private");
     }
 }

@@ -13,7 +13,12 @@ use wit_bindgen_core::wit_parser::Resolve;
 use crate::{Result, is_root, run, wasi_component};
 
 /// C sources that become components (`<file>.c` → `c-<name>.wasm`).
-const TRANSFORMS: &[(&str, &str)] = &[("json_to_row", "json-to-row"), ("tenant_router", "tenant-router")];
+/// `evil_sleep` is TEST ONLY (a guest that waits on a clock; see the containment tests).
+const TRANSFORMS: &[(&str, &str)] = &[
+    ("json_to_row", "json-to-row"),
+    ("tenant_router", "tenant-router"),
+    ("evil_sleep", "evil-sleep"),
+];
 
 const CLANG: &str = "clang-19";
 const DEBIAN_PACKAGES: &[&str] = &["clang-19", "lld-19", "wasi-libc", "libclang-rt-19-dev-wasm32"];

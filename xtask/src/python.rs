@@ -10,7 +10,12 @@ use std::time::Instant;
 use crate::{Result, built, run};
 
 /// Python modules that become components, with the component names.
-const TRANSFORMS: &[(&str, &str)] = &[("json_to_row", "json-to-row"), ("tenant_router", "tenant-router")];
+/// `evil_sleep` is TEST ONLY (a guest that sleeps; see the containment tests).
+const TRANSFORMS: &[(&str, &str)] = &[
+    ("json_to_row", "json-to-row"),
+    ("tenant_router", "tenant-router"),
+    ("evil_sleep", "evil-sleep"),
+];
 
 pub fn build(root: &Path, out_dir: &Path) -> Result<()> {
     let started = Instant::now();

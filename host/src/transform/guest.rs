@@ -60,6 +60,15 @@ impl GuestState {
     }
 }
 
+impl GuestState {
+    /// The view the non-blocking monotonic clock works on.
+    pub fn clocks(&mut self) -> super::clocks::NonBlockingClock<'_> {
+        super::clocks::NonBlockingClock {
+            table: &mut self.table,
+        }
+    }
+}
+
 impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {

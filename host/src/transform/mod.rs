@@ -16,6 +16,7 @@
 
 mod bindings;
 pub mod cache;
+mod clocks;
 mod guest;
 
 use std::path::{Path, PathBuf};
@@ -85,13 +86,25 @@ pub struct TransformSpec {
 }
 
 impl TransformSpec {
-    /// A spec for `path` with no config, default limits and the default cache folder.
+    /// A spec for `path` with no config, default limits and the default
+    /// cache folder (none, with a warning, when neither `XDG_CACHE_HOME` nor
+    /// `HOME` is set).
     pub fn new(path: impl Into<PathBuf>) -> Self {
+        let cache_dir = cache::default_dir();
+        if cache_dir.is_none() {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                tracing::warn!(
+                    "no folder for compiled components (neither XDG_CACHE_HOME nor HOME is set): \
+                     transforms are compiled at every open; set transform.cache_dir to cache them"
+                )
+            });
+        }
         Self {
             path: path.into(),
             config: Vec::new(),
             limits: Limits::default(),
-            cache_dir: Some(cache::default_dir()),
+            cache_dir,
         }
     }
 }
@@ -162,6 +175,9 @@ pub enum TransformError {
     /// A setting that cannot work.
     #[error("invalid transform setting: {0}")]
     Setting(String),
+    /// The compiled-component cache folder cannot be trusted or created.
+    #[error(transparent)]
+    Cache(#[from] cache::CacheError),
 }
 
 /// Counters of one loaded transform.
@@ -365,6 +381,9 @@ impl Transform {
             source,
         })?;
         check_header(&path, &bytes)?;
+        if let Some(dir) = &spec.cache_dir {
+            cache::ensure_private(dir)?;
+        }
         let engine = shared_engine(limits.max_stack)?;
         let started = Instant::now();
         let (component, source) = cache::load_or_compile(&engine, &bytes, spec.cache_dir.as_deref())
@@ -381,6 +400,15 @@ impl Transform {
         let mut linker: Linker<GuestState> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|e| TransformError::Setting(format!("cannot link WASI: {e}")))?;
+        // Replace the monotonic clock with one whose sleeps return at once
+        // (see `clocks`): no guest may block its thread past `call_timeout`.
+        linker.allow_shadowing(true);
+        wasmtime_wasi::p2::bindings::clocks::monotonic_clock::add_to_linker::<_, clocks::NonBlockingClocks>(
+            &mut linker,
+            GuestState::clocks,
+        )
+        .map_err(|e| TransformError::Setting(format!("cannot link the clock: {e}")))?;
+        linker.allow_shadowing(false);
         bindings::Transform::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| TransformError::Setting(format!("cannot link the host interface: {e}")))?;
         let instance_pre = linker
