@@ -9,6 +9,15 @@
 #                                        (default 0) with that signal (default KILL)
 #                                        and start it again
 #   scripts/fluss-local.sh kill-tablet [KILL|TERM] [ID] / start-tablet [ID]
+#   scripts/fluss-local.sh pause [ROLE...]   freeze (SIGSTOP) servers without closing
+#                                        their sockets, as a hung JVM or a partition
+#                                        without RST would; ROLE is coordinator or
+#                                        tabletN (default: the coordinator and every
+#                                        tablet server). Keep a pause shorter than
+#                                        the ZooKeeper session (6 s): past it the
+#                                        servers' sessions expire and Fluss 0.9.1
+#                                        refuses writes until restarted.
+#   scripts/fluss-local.sh resume [ROLE...]  thaw them (SIGCONT)
 #
 # Environment: FLUSS_DIR (data, logs, pids; default <repo>/.fluss),
 # FLUSS_LIB_DIR (resolved jars; default ~/.cache/iggy-fluss-sink/fluss-lib-<version>),
@@ -220,6 +229,23 @@ kill_tablet() { # signal (KILL by default), id (0 by default)
   log "tablet server $id stopped with SIG$signal; the coordinator has noticed"
 }
 
+# The roles `pause` and `resume` act on: those named, or every server.
+server_roles() {
+  if [ $# -gt 0 ]; then echo "$@"; return; fi
+  echo coordinator
+  local id
+  for id in $(tablet_ids); do echo "tablet$id"; done
+}
+
+signal_roles() { # signal, roles...
+  local signal=$1 role
+  shift
+  for role in $(server_roles "$@"); do
+    pid_alive "$role" || { log "$role is not running"; exit 1; }
+    kill "-$signal" "$(cat "$FLUSS_DIR/$role.pid")"
+  done
+}
+
 stop_all() {
   local pid_file
   for pid_file in "$FLUSS_DIR"/tablet*.pid; do
@@ -237,5 +263,7 @@ case "${1:-}" in
   kill-tablet) kill_tablet "${2:-KILL}" "${3:-0}" ;;
   start-tablet) start_tablet "${2:-0}" ;;
   restart-tablet) kill_tablet "${2:-KILL}" "${3:-0}"; start_tablet "${3:-0}" ;;
-  *) echo "usage: $0 start|stop|status|kill-tablet [SIG] [ID]|start-tablet [ID]|restart-tablet [SIG] [ID]" >&2; exit 2 ;;
+  pause) shift; signal_roles STOP "$@"; log "paused" ;;
+  resume) shift; signal_roles CONT "$@"; log "resumed" ;;
+  *) echo "usage: $0 start|stop|status|kill-tablet [SIG] [ID]|start-tablet [ID]|restart-tablet [SIG] [ID]|pause [ROLE...]|resume [ROLE...]" >&2; exit 2 ;;
 esac

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use comfy_table::{ContentArrangement, Table};
 use fluss_row_codec::{Cell, RowKind};
-use iggy_connector_fluss_sink::abi::decode::Schema;
+use iggy_connector_fluss_sink::batch::PayloadSchema;
 use iggy_connector_fluss_sink::mapping::JsonMapping;
 use iggy_connector_fluss_sink::pipeline::RowStage;
 use iggy_connector_fluss_sink::rows::{MessageOutcome, TransformOutput};
@@ -139,7 +139,7 @@ pub fn run(args: Args) -> Result<ExitCode, DryRunError> {
     let size = args.batch_size.max(1);
     for start in (0..batch.len()).step_by(size) {
         let chunk = batch.slice(start..(start + size).min(batch.len()));
-        let mut part = stage.rows(Schema::Json, &chunk)?;
+        let mut part = stage.rows(PayloadSchema::Json, &chunk)?;
         let default = schema.path.to_string();
         part.check_rows(|table| match table {
             None => Some(&schema),

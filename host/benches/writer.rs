@@ -16,7 +16,7 @@ use fluss::metadata::TablePath as FlussPath;
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::mapping::JsonMapping;
 use iggy_connector_fluss_sink::schema::TablePath;
-use iggy_connector_fluss_sink::writer::{FlussWriter, WriterSettings};
+use iggy_connector_fluss_sink::writer::{DeadLetterKind, FlussWriter, WriterSettings};
 
 const ROWS_PER_BATCH: usize = 1000;
 
@@ -79,7 +79,7 @@ fn writer(c: &mut Criterion) {
     group.bench_function(BenchmarkId::new("sink_writer", ROWS_PER_BATCH), |b| {
         b.to_async(&runtime).iter(|| async {
             let report = sink
-                .write(&batch, output.clone(), &path, "mapping")
+                .write(&batch, output.clone(), &path, DeadLetterKind::Mapping)
                 .await
                 .unwrap();
             assert_eq!(report.written, ROWS_PER_BATCH);
@@ -103,7 +103,7 @@ fn writer(c: &mut Criterion) {
     let before = cpu_time();
     runtime.block_on(async {
         for _ in 0..rounds {
-            sink.write(&batch, output.clone(), &path, "mapping")
+            sink.write(&batch, output.clone(), &path, DeadLetterKind::Mapping)
                 .await
                 .unwrap();
         }

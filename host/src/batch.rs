@@ -3,6 +3,23 @@
 
 use std::ops::Range;
 
+/// The runtime's payload schema for a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadSchema {
+    /// JSON (re-encoded compactly by the runtime).
+    Json,
+    /// Raw bytes.
+    Raw,
+    /// UTF-8 text.
+    Text,
+    /// Protocol Buffers.
+    Proto,
+    /// FlatBuffers.
+    FlatBuffer,
+    /// Avro.
+    Avro,
+}
+
 /// The kind of an Iggy header value (the runtime's `HeaderKind`, same order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::schema::{Column, DataType, TablePath, TableSchema};
 use crate::transform::{Limits, TransformSpec};
 use crate::writer::WriterSettings;
+use crate::writer::routing::TablePattern;
 
 /// Why a config was refused.
 #[derive(Debug, thiserror::Error)]
@@ -133,9 +134,9 @@ pub struct SinkConfig {
     /// SASL/PLAIN user name.
     #[serde(default, deserialize_with = "opt_lenient_string")]
     pub sasl_username: Option<String>,
-    /// SASL/PLAIN password (never logged).
-    #[serde(default, deserialize_with = "opt_lenient_string", skip_serializing)]
-    pub sasl_password: Option<String>,
+    /// SASL/PLAIN password (never logged, redacted in `Debug`).
+    #[serde(default, deserialize_with = "opt_secret", skip_serializing)]
+    pub sasl_password: Option<Secret>,
     /// The sink table's database.
     #[serde(deserialize_with = "lenient_string")]
     pub database: String,
@@ -184,6 +185,10 @@ pub struct SinkConfig {
     /// "database.table" of the dead-letter log table (created when absent).
     #[serde(default, deserialize_with = "opt_lenient_string")]
     pub dead_letter_table: Option<String>,
+    /// `database.table` patterns (`*` for any characters) of the tables rows
+    /// may be routed to besides the sink's own.
+    #[serde(default)]
+    pub allowed_tables: Vec<String>,
     /// The longest a batch may take to be acknowledged, retries included.
     #[serde(default = "default_delivery_timeout", with = "duration")]
     pub delivery_timeout: Duration,
@@ -196,6 +201,9 @@ pub struct SinkConfig {
     /// The longest a write waits for room in the client's buffer.
     #[serde(default = "default_buffer_wait_timeout", with = "duration")]
     pub buffer_wait_timeout: Duration,
+    /// The longest `open` may take: connecting, tables, the dead-letter table.
+    #[serde(default = "default_open_timeout", with = "duration")]
+    pub open_timeout: Duration,
     /// The longest `close` waits for running consumes and unsent rows.
     #[serde(default = "default_close_timeout", with = "duration")]
     pub close_timeout: Duration,
@@ -228,6 +236,9 @@ fn default_retry_backoff() -> Duration {
 fn default_buffer_wait_timeout() -> Duration {
     Duration::from_secs(30)
 }
+fn default_open_timeout() -> Duration {
+    Duration::from_secs(60)
+}
 fn default_close_timeout() -> Duration {
     Duration::from_secs(5)
 }
@@ -259,6 +270,26 @@ impl SinkConfig {
         self.dead_letter_path()?;
         if self.batch_size == 0 {
             return bad("batch_size must be at least 1".into());
+        }
+        for (name, value) in [
+            ("delivery_timeout", self.delivery_timeout),
+            ("open_timeout", self.open_timeout),
+            ("close_timeout", self.close_timeout),
+        ] {
+            if value.is_zero() {
+                return bad(format!(
+                    "{name} must be more than 0 (it bounds the call it names), for example \"30s\""
+                ));
+            }
+        }
+        self.allowed_table_patterns()?;
+        if self.bucket_count == Some(0) {
+            return bad("bucket_count must be at least 1 (or left out for the cluster's default)".into());
+        }
+        if self.dead_letter_path()? == Some(self.table_path()?) {
+            return bad(
+                "dead_letter_table is the sink's own table; name another table for dead letters".into(),
+            );
         }
         if self.sasl_username.is_some() != self.sasl_password.is_some() {
             return bad("sasl_username and sasl_password go together".into());
@@ -308,6 +339,17 @@ impl SinkConfig {
         }
         self.declared_schema()?;
         Ok(())
+    }
+
+    /// The parsed `allowed_tables`.
+    pub fn allowed_table_patterns(&self) -> Result<Vec<TablePattern>, ConfigError> {
+        self.allowed_tables
+            .iter()
+            .map(|p| {
+                p.parse()
+                    .map_err(|e| ConfigError::Inconsistent(format!("allowed_tables: {e}")))
+            })
+            .collect()
     }
 
     /// The sink table.
@@ -383,7 +425,10 @@ impl SinkConfig {
     pub fn writer_settings(&self) -> WriterSettings {
         WriterSettings {
             bootstrap_servers: self.bootstrap_servers.clone(),
-            sasl: self.sasl_username.clone().zip(self.sasl_password.clone()),
+            sasl: self
+                .sasl_username
+                .clone()
+                .zip(self.sasl_password.as_ref().map(|p| p.expose().to_string())),
             delivery_timeout: self.delivery_timeout,
             max_retries: self.max_retries,
             retry_backoff: self.retry_backoff,
@@ -391,6 +436,8 @@ impl SinkConfig {
             batch_timeout: self.flush_interval,
             dead_letter_table: self.dead_letter_path().ok().flatten(),
             auto_create_table: self.auto_create_table,
+            // Checked when the config was read.
+            allowed_tables: self.allowed_table_patterns().unwrap_or_default(),
             bucket_count: self.bucket_count.map(|n| n as i32),
             include_metadata: self.include_metadata,
         }
@@ -443,6 +490,32 @@ impl From<StringLike> for String {
             StringLike::Bool(b) => b.to_string(),
         }
     }
+}
+
+/// A value never shown: `Debug` prints `<redacted>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value itself, for the one place that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+fn opt_secret<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Secret>, D::Error> {
+    Ok(opt_lenient_string(d)?.map(Secret))
 }
 
 fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
@@ -601,7 +674,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.database, "2024");
-        assert_eq!(c.sasl_password.as_deref(), Some("12345"));
+        assert_eq!(c.sasl_password.as_ref().map(Secret::expose), Some("12345"));
         assert_eq!(c.batch_size, 250);
         let spec = c.transform_spec().unwrap();
         assert_eq!(
@@ -650,12 +723,34 @@ mod tests {
             (r#""columns":[{"name":"a","type":"NUMBER"}]"#, "column `a`"),
             (r#""batch_size":0"#, "batch_size"),
             (r#""sasl_username":"u""#, "go together"),
+            (
+                r#""delivery_timeout":"0s""#,
+                "delivery_timeout must be more than 0",
+            ),
+            (r#""open_timeout":"0ms""#, "open_timeout must be more than 0"),
+            (r#""bucket_count":0"#, "bucket_count must be at least 1"),
+            (r#""dead_letter_table":"d.t""#, "the sink's own table"),
+            (
+                r#""allowed_tables":["orders_*"]"#,
+                "allowed_tables: `orders_*` is not",
+            ),
         ];
         for (extra, expected) in cases {
             let json = format!(r#"{{"bootstrap_servers":"x:1","database":"d","table":"t",{extra}}}"#);
             let e = parse(&json).unwrap_err();
             assert!(e.to_string().contains(expected), "{extra}: {e}");
         }
+    }
+
+    #[test]
+    fn debug_never_shows_the_password() {
+        let c = parse(
+            r#"{"bootstrap_servers":"x:1","database":"d","table":"t","sasl_username":"u","sasl_password":"hunter2-pw"}"#,
+        )
+        .unwrap();
+        let text = format!("{c:?}");
+        assert!(!text.contains("hunter2-pw"), "{text}");
+        assert!(text.contains("<redacted>"), "{text}");
     }
 
     #[test]

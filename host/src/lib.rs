@@ -12,6 +12,7 @@
 pub mod abi;
 pub mod batch;
 pub mod config;
+pub mod deadline;
 pub mod mapping;
 pub mod metadata;
 pub mod pipeline;

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::abi::decode::Schema;
-use crate::batch::MessageBatch;
+use crate::batch::{MessageBatch, PayloadSchema};
 use crate::config::{ConfigError, PayloadFormat, SinkConfig, TableType};
+use crate::deadline::Deadline;
 use crate::mapping::JsonMapping;
 use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
 use crate::schema::{TablePath, TableSchema};
 use crate::transform::{Transform, TransformError};
-use crate::writer::{FlussWriter, WriteError, WriteReport};
+use crate::writer::{DeadLetterKind, FlussWriter, WriteError, WriteReport};
 
 /// Why an instance could not open or a batch could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -78,10 +78,19 @@ impl RowStage {
 
     /// The rows of `chunk`, whose payloads are of the runtime's `schema`
     /// (CPU work). Arrow IPC has no rows: its payloads are written as they are.
-    pub fn rows(&self, schema: Schema, chunk: &MessageBatch) -> Result<TransformOutput, TransformError> {
+    pub fn rows(
+        &self,
+        schema: PayloadSchema,
+        chunk: &MessageBatch,
+    ) -> Result<TransformOutput, TransformError> {
         match self {
             Self::Wasm(transform) => transform.process(chunk),
-            Self::Json(_) if !matches!(schema, Schema::Json | Schema::Raw | Schema::Text) => {
+            Self::Json(_)
+                if !matches!(
+                    schema,
+                    PayloadSchema::Json | PayloadSchema::Raw | PayloadSchema::Text
+                ) =>
+            {
                 Ok(dead_letter_all(
                     chunk.len(),
                     &format!(
@@ -98,12 +107,12 @@ impl RowStage {
         }
     }
 
-    /// The name dead letters of this stage carry as their kind.
-    pub fn name(&self) -> &'static str {
+    /// The kind dead letters of this stage carry.
+    pub fn kind(&self) -> DeadLetterKind {
         match self {
-            Self::Wasm(_) => "transform",
-            Self::Json(_) => "mapping",
-            Self::ArrowIpc => "arrow_ipc",
+            Self::Wasm(_) => DeadLetterKind::Transform,
+            Self::Json(_) => DeadLetterKind::Mapping,
+            Self::ArrowIpc => DeadLetterKind::ArrowIpc,
         }
     }
 }
@@ -136,10 +145,11 @@ impl Pipeline {
     /// the config, and loads the transform.
     pub async fn open(config: SinkConfig) -> Result<Self, PipelineError> {
         let table = config.table_path()?;
-        let writer = FlussWriter::connect(config.writer_settings()).await?;
+        let deadline = Deadline::after(config.open_timeout);
+        let writer = FlussWriter::connect_within(config.writer_settings(), deadline).await?;
         let schema = match config.declared_schema()? {
-            Some(declared) => writer.ensure_table(&declared).await?,
-            None => writer.table_schema(&table).await?,
+            Some(declared) => writer.ensure_table_by(&declared, deadline).await?,
+            None => writer.table_schema_by(&table, deadline).await?,
         };
         check_table(&config, &schema)?;
         let stage = {
@@ -170,13 +180,16 @@ impl Pipeline {
     }
 
     /// Writes `batch` and returns what became of its messages, once every
-    /// row is acknowledged or dead-lettered. An error means some messages of
-    /// the batch may not have reached Fluss (their offsets are logged).
+    /// row is acknowledged or dead-lettered, within `delivery_timeout`. An
+    /// error means some messages of the batch may not have reached Fluss:
+    /// the offsets of each chunk that failed are logged at error level, and
+    /// the chunks after a failed one are still written while time is left.
     pub async fn consume(
         self: &Arc<Self>,
-        schema: Schema,
+        schema: PayloadSchema,
         batch: MessageBatch,
     ) -> Result<WriteReport, PipelineError> {
+        let deadline = Deadline::after(self.writer.settings().delivery_timeout);
         self.stats
             .received
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -190,27 +203,30 @@ impl Pipeline {
                 .collect()
         };
         let mut total = WriteReport::default();
-        for (i, chunk) in chunks.into_iter().enumerate() {
+        let mut first_error = None;
+        for chunk in chunks {
             if chunk.is_empty() {
                 continue;
             }
-            let first = chunk.get(0).offset;
-            let report = match self.write_chunk(schema, chunk).await {
-                Ok(r) => r,
+            let (first, last) = (chunk.get(0).offset, chunk.get(chunk.len() - 1).offset);
+            match self.write_chunk(schema, chunk, deadline).await {
+                Ok(report) => {
+                    self.count(&report);
+                    total.add(&report);
+                }
                 Err(e) => {
                     tracing::error!(
-                        "messages from offset {first} on (chunk {i}) of {}/{} partition {} may not be in Fluss: {e}",
+                        "messages at offsets {first}..={last} of {}/{} partition {} may not be in Fluss: {e}",
                         source.stream,
                         source.topic,
                         source.partition
                     );
-                    return Err(e);
+                    first_error.get_or_insert(e);
                 }
-            };
-            self.count(&report);
-            total.written += report.written;
-            total.filtered += report.filtered;
-            total.dead_lettered += report.dead_lettered;
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
         }
         tracing::debug!(
             written = total.written,
@@ -225,11 +241,21 @@ impl Pipeline {
 
     async fn write_chunk(
         self: &Arc<Self>,
-        schema: Schema,
+        schema: PayloadSchema,
         chunk: MessageBatch,
+        deadline: Deadline,
     ) -> Result<WriteReport, PipelineError> {
+        if deadline.expired() {
+            return Err(WriteError::DeadlinePassed {
+                step: "starting the chunk".into(),
+            }
+            .into());
+        }
         if let RowStage::ArrowIpc = self.stage {
-            return Ok(self.writer.write_arrow_ipc(&chunk, &self.table).await?);
+            return Ok(self
+                .writer
+                .write_arrow_ipc_within(&chunk, &self.table, deadline)
+                .await?);
         }
         let this = self.clone();
         let span = tracing::Span::current();
@@ -241,7 +267,7 @@ impl Pipeline {
         .map_err(|e| PipelineError::Internal(format!("making rows: {e}")))?;
         Ok(self
             .writer
-            .write(&chunk, output?, &self.table, self.stage.name())
+            .write_within(&chunk, output?, &self.table, self.stage.kind(), deadline)
             .await?)
     }
 

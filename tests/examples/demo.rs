@@ -54,6 +54,7 @@ fn main() {
         ],
         "include_metadata": true,
         "auto_create_table": true,
+        "allowed_tables": [format!("{database}.{prefix}*")],
         "dead_letter_table": dead_letters.to_string(),
         "transform": {
             "path": component("tenant-router"),

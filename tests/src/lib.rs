@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+pub mod local_cluster;
 pub mod plugin;
 
 use fluss_row_codec::Cell;

@@ -18,7 +18,6 @@
 //! Both fail, never skip, when a cluster cannot be had.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -28,11 +27,12 @@ use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::mapping::JsonMapping;
 use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
-use iggy_connector_fluss_sink::writer::{FlussWriter, WriteReport, WriterSettings};
+use iggy_connector_fluss_sink::writer::{DeadLetterKind, FlussWriter, WriteReport, WriterSettings};
 use integration_tests::fluss_cluster::{
     bootstrap, connection_to, read_log_at, settings, unique_table, writer,
 };
-use integration_tests::{repo_root, table, text_batch};
+use integration_tests::local_cluster::{LocalCluster, fluss_script};
+use integration_tests::{table, text_batch};
 
 const PER_BATCH: usize = 100;
 /// Batches written after the last restart, so that the stream is seen to go on.
@@ -45,77 +45,26 @@ fn init_logging() {
         .try_init();
 }
 
-/// Runs `scripts/fluss-local.sh` with `env`; whether it succeeded.
-fn run_fluss_script(env: &[(&str, String)], args: &[&str]) -> bool {
-    std::process::Command::new(repo_root().join("scripts/fluss-local.sh"))
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .args(args)
-        .status()
-        .expect("run scripts/fluss-local.sh")
-        .success()
-}
-
-/// Runs `scripts/fluss-local.sh` with `env`, failing the test if it fails.
-fn fluss_script(env: &[(&str, String)], args: &[&str]) {
-    assert!(
-        run_fluss_script(env, args),
-        "scripts/fluss-local.sh {args:?} failed"
-    );
-}
-
 /// A cluster of three tablet servers of this test's own, on ports apart from
-/// the shared one; stopped (its logs kept if the test failed) when dropped.
-struct ReplicatedCluster {
-    env: Vec<(&'static str, String)>,
-}
+/// the shared one.
+struct ReplicatedCluster(LocalCluster);
 
 impl ReplicatedCluster {
-    const PORT: u16 = 9223;
-
     fn start() -> Self {
-        let dir: PathBuf = repo_root().join("target/fluss-replicated");
-        let cluster = Self {
-            env: vec![
-                ("FLUSS_DIR", dir.display().to_string()),
-                ("FLUSS_PORT", Self::PORT.to_string()),
-                ("FLUSS_ZK_PORT", "2191".into()),
-                ("FLUSS_TABLETS", "3".into()),
-            ],
-        };
-        cluster.script(&["start"]);
-        cluster
+        Self(LocalCluster::start("replicated", 9223, 2191, 3))
     }
 
     fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", Self::PORT)
-    }
-
-    fn script(&self, args: &[&str]) {
-        fluss_script(&self.env, args);
+        self.0.bootstrap()
     }
 
     /// Restarts tablet server `id` after stopping it with `signal`.
     async fn restart(&self, signal: &str, id: i32) {
-        let env = self.env.clone();
+        let env = self.0.env();
         let (signal, id) = (signal.to_string(), id.to_string());
         tokio::task::spawn_blocking(move || fluss_script(&env, &["restart-tablet", &signal, &id]))
             .await
             .expect("restart the tablet server");
-    }
-}
-
-impl Drop for ReplicatedCluster {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            let logs = repo_root().join("target/fluss-replicated/logs");
-            let keep = repo_root().join("target/fluss-failed-logs/restart-test");
-            let _ = std::fs::create_dir_all(&keep);
-            for entry in std::fs::read_dir(logs).into_iter().flatten().flatten() {
-                let _ = std::fs::copy(entry.path(), keep.join(entry.file_name()));
-            }
-            eprintln!("the replicated cluster's logs are kept in {}", keep.display());
-        }
-        run_fluss_script(&self.env, &["stop"]);
     }
 }
 
@@ -151,7 +100,7 @@ async fn write_json(
     let batch = text_batch(&refs);
     let out = JsonMapping::new(schema, kind).map_batch(&batch);
     let r = w
-        .write(&batch, out, &schema.path, "mapping")
+        .write(&batch, out, &schema.path, DeadLetterKind::Mapping)
         .await
         .unwrap_or_else(|e| panic!("a batch to {} was not delivered: {e}", schema.path));
     total.written += r.written;

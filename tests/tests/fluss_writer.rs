@@ -7,6 +7,7 @@ use fluss::metadata::TablePath as FlussPath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::mapping::JsonMapping;
+use iggy_connector_fluss_sink::writer::DeadLetterKind;
 use integration_tests::fluss_cluster::{connection, read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};
 
@@ -39,7 +40,10 @@ async fn a_log_append_reads_back_row_for_row() {
         r#"{"id":3,"name":"cy","amount":7}"#,
     ]);
     let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
-    let report = w.write(&batch, output, &path, "mapping").await.unwrap();
+    let report = w
+        .write(&batch, output, &path, DeadLetterKind::Mapping)
+        .await
+        .unwrap();
     assert_eq!((report.written, report.filtered, report.dead_lettered), (3, 0, 0));
 
     let rows = read_log(&path, 3, Duration::from_secs(20)).await;
@@ -71,10 +75,22 @@ async fn upserts_then_deletes_on_a_primary_key_table() {
         r#"{"id":1,"name":"a2"}"#,
     ]);
     let out = JsonMapping::new(&schema, RowKind::Upsert).map_batch(&upserts);
-    assert_eq!(w.write(&upserts, out, &path, "mapping").await.unwrap().written, 3);
+    assert_eq!(
+        w.write(&upserts, out, &path, DeadLetterKind::Mapping)
+            .await
+            .unwrap()
+            .written,
+        3
+    );
     let deletes = text_batch(&[r#"{"id":2}"#]);
     let out = JsonMapping::new(&schema, RowKind::Delete).map_batch(&deletes);
-    assert_eq!(w.write(&deletes, out, &path, "mapping").await.unwrap().written, 1);
+    assert_eq!(
+        w.write(&deletes, out, &path, DeadLetterKind::Mapping)
+            .await
+            .unwrap()
+            .written,
+        1
+    );
 
     let conn = connection().await;
     let t = conn
@@ -106,7 +122,10 @@ async fn a_json_type_mismatch_lands_in_the_dead_letter_table() {
         r#"{"id":3,"amount":"123456789.1"}"#,
     ]);
     let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
-    let report = w.write(&batch, output, &path, "mapping").await.unwrap();
+    let report = w
+        .write(&batch, output, &path, DeadLetterKind::Mapping)
+        .await
+        .unwrap();
     assert_eq!((report.written, report.dead_lettered), (1, 2));
 
     let letters = read_log(&dlq, 2, Duration::from_secs(20)).await;
@@ -125,6 +144,7 @@ async fn routed_tables_are_created_when_allowed_and_dead_lettered_when_not() {
     let base = unique_table("routed");
     let mut s = settings();
     s.auto_create_table = true;
+    s.allowed_tables = vec![format!("{}.{}*", base.database, base.table).parse().unwrap()];
     let w = writer(s).await;
     let schema = w
         .ensure_table(&table(&base.to_string(), &[("v", "INT", true)], &[]))
@@ -151,7 +171,7 @@ async fn routed_tables_are_created_when_allowed_and_dead_lettered_when_not() {
     };
     let batch = text_batch(&["a", "b"]);
     let report = w
-        .write(&batch, transform_out.clone(), &base, "transform")
+        .write(&batch, transform_out.clone(), &base, DeadLetterKind::Transform)
         .await
         .unwrap();
     assert_eq!(report.written, 2);
@@ -162,7 +182,9 @@ async fn routed_tables_are_created_when_allowed_and_dead_lettered_when_not() {
         vec![vec!["1"], vec!["2"]]
     );
 
-    let w2 = writer(settings()).await;
+    let mut s2 = settings();
+    s2.allowed_tables = vec![format!("{}.{}*", base.database, base.table).parse().unwrap()];
+    let w2 = writer(s2).await;
     let mut out = transform_out;
     out.rows = iggy_connector_fluss_sink::rows::RowBatch::from_encoded(
         {
@@ -179,8 +201,76 @@ async fn routed_tables_are_created_when_allowed_and_dead_lettered_when_not() {
         &[1, 1],
     )
     .unwrap();
-    let report = w2.write(&batch, out, &base, "transform").await.unwrap();
+    let report = w2
+        .write(&batch, out, &base, DeadLetterKind::Transform)
+        .await
+        .unwrap();
     assert_eq!(report.dead_lettered, 2, "auto_create_table is off");
+}
+
+/// Rows routed outside `allowed_tables`, or to the dead-letter table, are
+/// dead-lettered with the reason; nothing is created or written there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routed_names_outside_the_allow_list_are_dead_lettered() {
+    let base = unique_table("allow");
+    let mut s = settings();
+    s.auto_create_table = true;
+    s.allowed_tables = vec![format!("{}.{}_ok_*", base.database, base.table).parse().unwrap()];
+    let dlq = s.dead_letter_table.clone().unwrap();
+    let w = writer(s).await;
+    w.ensure_table(&table(&base.to_string(), &[("v", "INT", true)], &[]))
+        .await
+        .unwrap();
+    let targets = [
+        format!("{base}_ok_eu"),
+        format!("{base}_elsewhere"),
+        dlq.to_string(),
+    ];
+    let mut rows = fluss_row_codec::RowsBuilder::new();
+    for table in 1..=3u16 {
+        rows.begin_row(RowKind::Append, table);
+        rows.int(table as i32);
+        rows.end_row();
+    }
+    let out = iggy_connector_fluss_sink::rows::TransformOutput {
+        outcomes: vec![iggy_connector_fluss_sink::rows::MessageOutcome::Rows(1); 3],
+        rows: iggy_connector_fluss_sink::rows::RowBatch::from_encoded(
+            rows.into_bytes(),
+            targets.to_vec(),
+            &[1, 1, 1],
+        )
+        .unwrap(),
+    };
+    let report = w
+        .write(
+            &text_batch(&["a", "b", "c"]),
+            out,
+            &base,
+            DeadLetterKind::Transform,
+        )
+        .await
+        .unwrap();
+    assert_eq!((report.written, report.dead_lettered), (1, 2));
+    let letters = read_log(&dlq, 2, Duration::from_secs(20)).await;
+    assert_eq!(letters.len(), 2, "{letters:?}");
+    assert_eq!(letters[0][7], "table");
+    assert!(
+        letters[0][8].contains("matches none of the config's `allowed_tables`"),
+        "{}",
+        letters[0][8]
+    );
+    assert!(
+        letters[1][8].contains("it is the dead-letter table"),
+        "{}",
+        letters[1][8]
+    );
+    let conn = connection().await;
+    let admin = conn.get_admin().unwrap();
+    let elsewhere = FlussPath::new(base.database.clone(), format!("{}_elsewhere", base.table));
+    assert!(
+        !admin.table_exists(&elsewhere).await.unwrap(),
+        "no table is created outside the allow-list"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,6 +332,7 @@ async fn metadata_columns_and_dynamic_routes_land_as_configured() {
     let mut s = settings();
     s.include_metadata = true;
     s.auto_create_table = true;
+    s.allowed_tables = vec!["sink_it.*".parse().unwrap()];
     let w = writer(s).await;
     let schema = w
         .ensure_table(&table(
@@ -261,7 +352,10 @@ async fn metadata_columns_and_dynamic_routes_land_as_configured() {
         .with_metadata(true)
         .with_route_field(Some("to".into()))
         .map_batch(&batch);
-    let report = w.write(&batch, out, &base, "mapping").await.unwrap();
+    let report = w
+        .write(&batch, out, &base, DeadLetterKind::Mapping)
+        .await
+        .unwrap();
     assert_eq!(report.written, 2);
     assert_eq!(
         read_log(&base, 1, Duration::from_secs(20)).await,
@@ -310,7 +404,10 @@ async fn a_log_table_with_a_bucket_key_takes_rows_one_by_one_into_every_bucket()
     let refs: Vec<&str> = payloads.iter().map(String::as_str).collect();
     let batch = text_batch(&refs);
     let output = JsonMapping::new(&sink_schema, RowKind::Append).map_batch(&batch);
-    let report = w.write(&batch, output, &path, "mapping").await.unwrap();
+    let report = w
+        .write(&batch, output, &path, DeadLetterKind::Mapping)
+        .await
+        .unwrap();
     assert_eq!((report.written, report.dead_lettered), (30, 0));
 
     let rows = read_log(&path, 31, Duration::from_secs(5)).await;

@@ -176,6 +176,7 @@ fn a_tenant_router_writes_two_tables() {
         "table": path.table,
         "columns": [{"name": "tenant", "type": "STRING"}, {"name": "v", "type": "INT"}],
         "auto_create_table": true,
+        "allowed_tables": [format!("{}.{prefix}*", path.database)],
         "transform": {
             "path": component("tenant-router"),
             "cache_dir": test_cache_dir(),

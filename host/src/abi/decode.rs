@@ -4,7 +4,7 @@
 
 use base64::Engine as _;
 
-use crate::batch::{BatchTooLarge, Header, HeaderKind, MessageBatch, Source};
+use crate::batch::{BatchTooLarge, Header, HeaderKind, MessageBatch, PayloadSchema, Source};
 
 /// Why a buffer did not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,23 +18,6 @@ pub struct DecodeError {
     pub reason: String,
 }
 
-/// The runtime's payload schema for a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Schema {
-    /// JSON (re-encoded compactly by the runtime).
-    Json,
-    /// Raw bytes.
-    Raw,
-    /// UTF-8 text.
-    Text,
-    /// Protocol Buffers.
-    Proto,
-    /// FlatBuffers.
-    FlatBuffer,
-    /// Avro.
-    Avro,
-}
-
 /// `MessagesMetadata` of the runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessagesMetadata {
@@ -43,7 +26,7 @@ pub struct MessagesMetadata {
     /// The consumer's current offset.
     pub current_offset: u64,
     /// The stream's schema.
-    pub schema: Schema,
+    pub schema: PayloadSchema,
 }
 
 struct Reader<'a> {
@@ -133,15 +116,15 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn schema(&mut self) -> Result<Schema, DecodeError> {
+    fn schema(&mut self) -> Result<PayloadSchema, DecodeError> {
         let at = self.pos;
         Ok(match self.u32()? {
-            0 => Schema::Json,
-            1 => Schema::Raw,
-            2 => Schema::Text,
-            3 => Schema::Proto,
-            4 => Schema::FlatBuffer,
-            5 => Schema::Avro,
+            0 => PayloadSchema::Json,
+            1 => PayloadSchema::Raw,
+            2 => PayloadSchema::Text,
+            3 => PayloadSchema::Proto,
+            4 => PayloadSchema::FlatBuffer,
+            5 => PayloadSchema::Avro,
             other => {
                 self.pos = at;
                 return Err(self.error(format!("unknown schema variant {other}")));
@@ -224,7 +207,7 @@ pub fn headers(bytes: &[u8]) -> Result<Vec<Header>, DecodeError> {
 }
 
 /// `RawMessages { schema, messages }` into a batch from `source`.
-pub fn raw_messages(bytes: &[u8], source: Source) -> Result<(Schema, MessageBatch), DecodeError> {
+pub fn raw_messages(bytes: &[u8], source: Source) -> Result<(PayloadSchema, MessageBatch), DecodeError> {
     let mut r = Reader::new("messages", bytes);
     let schema = r.schema()?;
     // Each message takes at least 7 bytes (five varints and two lengths).
@@ -279,7 +262,7 @@ mod tests {
             MessagesMetadata {
                 partition_id: 3,
                 current_offset: 1000,
-                schema: Schema::Json
+                schema: PayloadSchema::Json
             }
         );
     }
@@ -304,7 +287,7 @@ mod tests {
             Source::default(),
         )
         .unwrap();
-        assert_eq!(schema, Schema::Json);
+        assert_eq!(schema, PayloadSchema::Json);
         assert_eq!(batch.len(), 1);
         let m = batch.get(0);
         assert_eq!((m.id, m.offset, m.timestamp, m.payload), (1, 2, 3, &b"{}"[..]));
@@ -405,7 +388,7 @@ mod tests {
                      proptest::option::of(("[a-z]{1,8}", 0u8..15, proptest::collection::vec(any::<u8>(), 0..16)))),
                     0..20),
             ) {
-                let mut input = vec![1u8]; // Schema::Raw
+                let mut input = vec![1u8]; // PayloadSchema::Raw
                 varint(&mut input, messages.len() as u128);
                 for (id, offset, timestamp, payload, header) in &messages {
                     varint(&mut input, *id);
@@ -425,7 +408,7 @@ mod tests {
                     bytes(&mut input, payload);
                 }
                 let (schema, batch) = raw_messages(&input, Source::default()).unwrap();
-                prop_assert_eq!(schema, Schema::Raw);
+                prop_assert_eq!(schema, PayloadSchema::Raw);
                 prop_assert_eq!(batch.len(), messages.len());
                 for (m, (id, offset, timestamp, payload, header)) in batch.iter().zip(&messages) {
                     prop_assert_eq!((m.id, m.offset, m.timestamp, m.payload), (*id, *offset, *timestamp, &payload[..]));

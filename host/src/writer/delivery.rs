@@ -1,0 +1,538 @@
+//! Getting rows acknowledged: sends, acknowledgement waits, retries with
+//! backoff, bisection of refused Arrow batches, all bounded by the call's
+//! [`Deadline`]. The client's flush only hurries rows out; it races the
+//! acknowledgements and is never waited for on its own.
+
+use std::time::Duration;
+
+use fluss::client::WriteResultFuture;
+use fluss::row::GenericRow;
+use fluss_row_codec::{RowKind, RowView};
+
+use super::tables::{Sink, Table, fluss_path};
+use super::{FlussWriter, PendingRow, WriteError, arrow_rows};
+use crate::deadline::Deadline;
+use crate::schema::TablePath;
+
+/// How long an acknowledgement may take before the writer refreshes the
+/// table's metadata in the client (see `FlussWriter::refresh_table_metadata`).
+const METADATA_NUDGE: Duration = Duration::from_secs(2);
+
+/// How long an acknowledgement may take before the writer looks for client
+/// connections still without `TCP_NODELAY` (a connection opened for this
+/// very request; see [`super::nodelay`]).
+const NODELAY_NUDGE: Duration = Duration::from_millis(10);
+
+/// What to do about a failed write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// Send it again (after a backoff).
+    Transient,
+    /// Sending it again cannot succeed: dead-letter it.
+    Permanent,
+    /// The server does not know the table: permanent if the table is truly
+    /// gone, transient if it exists (a restarted tablet server answers this
+    /// until it has loaded its replicas).
+    TableUnknown,
+}
+
+/// Sorts a write error. Transient errors are an explicit list (the network,
+/// timeouts, leaders and replicas not available, a full buffer, no server
+/// known to the client); everything else is permanent and dead-letters the
+/// message with the server's own message.
+pub(super) fn classify(error: &fluss::error::Error) -> Failure {
+    use fluss::error::Error as E;
+    use fluss::rpc::FlussError as F;
+    match error {
+        E::FlussAPIError { .. } => match error.api_error() {
+            Some(F::TableNotExist | F::UnknownTableOrBucketException | F::PartitionNotExists) => {
+                Failure::TableUnknown
+            }
+            Some(
+                F::NetworkException
+                | F::CorruptMessage
+                | F::CorruptRecordException
+                | F::SchemaNotExist
+                | F::LogStorageException
+                | F::KvStorageException
+                | F::StorageException
+                | F::NotLeaderOrFollower
+                | F::LeaderNotAvailableException
+                | F::FencedLeaderEpochException
+                | F::InvalidCoordinatorException
+                | F::RequestTimeOut
+                | F::NotEnoughReplicasException
+                | F::NotEnoughReplicasAfterAppendException
+                | F::OperationNotAttemptedException
+                | F::OutOfOrderSequenceException
+                | F::UnknownWriterIdException
+                | F::RetriableAuthenticateException
+                | F::StorageBackpressureException,
+            ) => Failure::Transient,
+            _ => Failure::Permanent,
+        },
+        // The connection failed, the buffer was full, or the client had no
+        // server to send to (fluss-rs reports "no tablet server available"
+        // and a dropped result channel as unexpected errors).
+        E::RpcError { .. }
+        | E::IoUnexpectedError { .. }
+        | E::BufferExhausted { .. }
+        | E::UnexpectedError { .. } => Failure::Transient,
+        _ => Failure::Permanent,
+    }
+}
+
+/// Waits for `acks`, running `flush` beside it until `acks` is done: the
+/// flush only makes rows leave without waiting for the client's batch
+/// timeout, and one stuck table or bucket must not hold a write that is
+/// otherwise acknowledged.
+pub(super) async fn racing_flush<T>(
+    acks: impl Future<Output = T>,
+    flush: impl Future<Output = fluss::error::Result<()>>,
+) -> T {
+    tokio::pin!(acks, flush);
+    tokio::select! {
+        biased;
+        done = &mut acks => done,
+        _ = &mut flush => acks.await,
+    }
+}
+
+/// One row's acknowledgement, once awaited.
+enum Acked {
+    Done,
+    Failed(fluss::error::Error),
+}
+
+impl FlussWriter {
+    /// Writes one table's rows; messages whose rows Fluss refuses for good
+    /// are added to `failures`.
+    pub(super) async fn write_group(
+        &self,
+        table: &Table,
+        rows: &[PendingRow<'_>],
+        deadline: Deadline,
+        failures: &mut Vec<(u32, String)>,
+    ) -> Result<(), WriteError> {
+        let what = format!("{} rows for {}", rows.len(), table.schema.path);
+        match &table.sink {
+            Sink::Log(writer) if table.whole_batches => {
+                // Bisect on a permanent error so that only the refused rows fail:
+                // a refused batch was refused whole, so nothing is sent twice.
+                // Parts never split a message's rows (`rows` are in message order).
+                let mut pending = vec![rows];
+                while let Some(part) = pending.pop() {
+                    let views: Vec<RowView<'_>> = part.iter().map(|(_, _, r)| *r).collect();
+                    let batch = arrow_rows::record_batch(&views, &table.schema, &table.arrow_schema)
+                        .map_err(|reason| WriteError::Table {
+                            table: table.schema.path.to_string(),
+                            reason,
+                        })?;
+                    let ack = self.deliver(&table.schema.path, &what, true, deadline, || {
+                        writer.append_arrow_batch(batch.clone())
+                    });
+                    match racing_flush(ack, writer.flush()).await? {
+                        Ok(()) => {}
+                        Err(reason) => match split_by_message(part) {
+                            Some((left, right)) => {
+                                pending.push(right);
+                                pending.push(left);
+                            }
+                            None => failures.extend(part.iter().map(|(m, _, _)| (*m, reason.clone()))),
+                        },
+                    }
+                }
+            }
+            // A batch split across buckets could be refused in some and taken
+            // in others: append row by row, each with its own acknowledgement.
+            Sink::Log(writer) => {
+                let send = |_: RowKind, row: &GenericRow<'static>| writer.append(row);
+                self.write_rows(
+                    table,
+                    rows,
+                    &what,
+                    send,
+                    || writer.flush(),
+                    false,
+                    deadline,
+                    failures,
+                )
+                .await?;
+            }
+            Sink::Keyed(writer) => {
+                let send = |kind, row: &GenericRow<'static>| send_keyed(writer, kind, row);
+                self.write_rows(
+                    table,
+                    rows,
+                    &what,
+                    send,
+                    || writer.flush(),
+                    true,
+                    deadline,
+                    failures,
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `rows` one by one with `send`, then awaits each row's
+    /// acknowledgement; messages whose rows are refused for good are added
+    /// to `failures`. Rows that failed transiently are sent again after a
+    /// backoff: on a primary-key table (`keyed`) every row from the first
+    /// of them on is sent again in order, so that the last write of a key
+    /// stays the last (upserts and deletes may be repeated, the final state
+    /// is the same); on a log table only the failed rows are, so that no
+    /// row is appended twice.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_rows<F: Future<Output = fluss::error::Result<()>>>(
+        &self,
+        table: &Table,
+        rows: &[PendingRow<'_>],
+        what: &str,
+        send: impl Fn(RowKind, &GenericRow<'static>) -> fluss::error::Result<WriteResultFuture>,
+        flush: impl Fn() -> F,
+        keyed: bool,
+        deadline: Deadline,
+        failures: &mut Vec<(u32, String)>,
+    ) -> Result<(), WriteError> {
+        let path = &table.schema.path;
+        let mut converted = Vec::with_capacity(rows.len());
+        for (message, kind, row) in rows {
+            match arrow_rows::generic_row(row, &table.schema) {
+                Ok(g) => converted.push((*message, *kind, g)),
+                Err(reason) => failures.push((*message, reason)),
+            }
+        }
+        let mut refused = vec![false; converted.len()];
+        // Indexes of `converted` to send this round.
+        let mut round: Vec<usize> = (0..converted.len()).collect();
+        let mut backoff = self.settings.retry_backoff;
+        let mut attempt = 0u32;
+        while !round.is_empty() {
+            // A send blocks the thread while the client's buffer is full:
+            // let the runtime move its other tasks off this worker meanwhile.
+            let sent: Vec<(usize, fluss::error::Result<WriteResultFuture>)> =
+                tokio::task::block_in_place(|| {
+                    round
+                        .iter()
+                        .map_while(|&i| {
+                            (!deadline.expired()).then(|| {
+                                let (_, kind, row) = &converted[i];
+                                (i, send(*kind, row))
+                            })
+                        })
+                        .collect()
+                });
+            let unsent = round.len() - sent.len();
+            let acks = async {
+                let mut transient = Vec::new();
+                let mut refused_now = Vec::new();
+                let mut last_error = None;
+                for (i, result) in sent {
+                    let acked = match result {
+                        Ok(future) => match self.acknowledgement(path, future, deadline).await {
+                            Some(Ok(())) => Acked::Done,
+                            Some(Err(e)) => Acked::Failed(e),
+                            None => {
+                                return Err(undelivered(
+                                    what,
+                                    attempt,
+                                    "no acknowledgement before the deadline",
+                                ));
+                            }
+                        },
+                        Err(e) => Acked::Failed(e),
+                    };
+                    if let Acked::Failed(error) = acked {
+                        match self.failure_of(path, &error, deadline).await {
+                            Failure::Permanent => {
+                                refused_now.push((i, format!("Fluss refused the write: {error}")));
+                            }
+                            _ => {
+                                transient.push(i);
+                                last_error = Some(error);
+                            }
+                        }
+                    }
+                }
+                Ok((transient, refused_now, last_error))
+            };
+            let (transient, refused_now, last_error) = racing_flush(acks, flush()).await?;
+            for (i, reason) in refused_now {
+                refused[i] = true;
+                failures.push((converted[i].0, reason));
+            }
+            if unsent > 0 {
+                return Err(undelivered(
+                    what,
+                    attempt,
+                    "the deadline passed before every row was sent",
+                ));
+            }
+            let Some(error) = last_error else {
+                break;
+            };
+            attempt += 1;
+            let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
+            if attempt > self.settings.max_retries || deadline.remaining() <= backoff + jitter {
+                return Err(undelivered(what, attempt - 1, &error.to_string()));
+            }
+            tracing::warn!(
+                attempt,
+                rows = transient.len(),
+                "transient Fluss error writing {what}, retrying in {:?}: {error}",
+                backoff + jitter
+            );
+            tokio::time::sleep(backoff + jitter).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+            round = if keyed {
+                (transient[0]..converted.len()).filter(|&i| !refused[i]).collect()
+            } else {
+                transient
+            };
+        }
+        Ok(())
+    }
+
+    /// What to do about `error` from a write to `table`.
+    async fn failure_of(
+        &self,
+        table: &TablePath,
+        error: &fluss::error::Error,
+        deadline: Deadline,
+    ) -> Failure {
+        match classify(error) {
+            Failure::TableUnknown => match deadline.run(self.admin.table_exists(&fluss_path(table))).await {
+                Ok(Ok(false)) => Failure::Permanent,
+                _ => {
+                    // The client forgot the table (see `refresh_table_metadata`).
+                    self.refresh_table_metadata(table, deadline).await;
+                    Failure::Transient
+                }
+            },
+            other => other,
+        }
+    }
+
+    /// Sends with `send` until acknowledged: transient errors are retried
+    /// with exponential backoff and jitter, bounded by `max_retries` and
+    /// `deadline`. `Ok(Err(reason))` is a permanent refusal. Retries are
+    /// logged at warn level when `warn_on_retry`, at debug level otherwise.
+    pub(super) async fn deliver(
+        &self,
+        table: &TablePath,
+        what: &str,
+        warn_on_retry: bool,
+        deadline: Deadline,
+        mut send: impl FnMut() -> fluss::error::Result<WriteResultFuture>,
+    ) -> Result<Result<(), String>, WriteError> {
+        let mut backoff = self.settings.retry_backoff;
+        let mut attempt = 0u32;
+        loop {
+            if deadline.expired() {
+                return Err(undelivered(
+                    what,
+                    attempt,
+                    "the deadline passed before it was sent",
+                ));
+            }
+            let result = match tokio::task::block_in_place(&mut send) {
+                Ok(future) => match self.acknowledgement(table, future, deadline).await {
+                    Some(result) => result,
+                    None => {
+                        return Err(undelivered(
+                            what,
+                            attempt,
+                            "no acknowledgement before the deadline",
+                        ));
+                    }
+                },
+                Err(e) => Err(e),
+            };
+            let error = match result {
+                Ok(()) => return Ok(Ok(())),
+                Err(e) => e,
+            };
+            if self.failure_of(table, &error, deadline).await == Failure::Permanent {
+                return Ok(Err(format!("Fluss refused the write: {error}")));
+            }
+            attempt += 1;
+            let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
+            if attempt > self.settings.max_retries || deadline.remaining() <= backoff + jitter {
+                return Err(undelivered(what, attempt - 1, &error.to_string()));
+            }
+            let wait = backoff + jitter;
+            if warn_on_retry {
+                tracing::warn!(
+                    attempt,
+                    "transient Fluss error writing {what}, retrying in {wait:?}: {error}"
+                );
+            } else {
+                tracing::debug!(
+                    attempt,
+                    "transient Fluss error writing {what}, retrying in {wait:?}: {error}"
+                );
+            }
+            tokio::time::sleep(wait).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    /// Waits for `ack` until `deadline` (`None` when it passes), refreshing
+    /// the client's metadata of `table` whenever an acknowledgement is slow
+    /// to come, and looking once for connections without `TCP_NODELAY`.
+    async fn acknowledgement(
+        &self,
+        table: &TablePath,
+        ack: WriteResultFuture,
+        deadline: Deadline,
+    ) -> Option<fluss::error::Result<()>> {
+        tokio::pin!(ack);
+        let first = deadline.at_most(NODELAY_NUDGE).instant();
+        tokio::select! {
+            result = &mut ack => return Some(result),
+            () = tokio::time::sleep_until(first) => self.sweeper.sweep_soon().await,
+        }
+        loop {
+            let nudge = deadline.at_most(METADATA_NUDGE).instant();
+            tokio::select! {
+                result = &mut ack => return Some(result),
+                () = tokio::time::sleep_until(nudge) => {
+                    if deadline.expired() {
+                        return None;
+                    }
+                    self.refresh_table_metadata(table, deadline).await;
+                }
+            }
+        }
+    }
+
+    /// Fetches `table`'s metadata into the client again. fluss-rs 1.0 rebuilds
+    /// its cluster view from the bootstrap servers when no tablet server
+    /// answers (a restart of the only one), and that view holds no tables: until
+    /// something fetches the table again, new writes fail with "table not
+    /// found" and batches already queued are never sent.
+    pub(super) async fn refresh_table_metadata(&self, table: &TablePath, deadline: Deadline) {
+        let metadata = self.connection.get_metadata();
+        match deadline
+            .run(metadata.update_table_metadata(&fluss_path(table)))
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(%table, "refreshing the table's metadata: {e}"),
+            Err(_) => {
+                tracing::debug!(%table, "refreshing the table's metadata: no answer before the deadline")
+            }
+        }
+    }
+}
+
+fn undelivered(what: &str, retries: u32, reason: &str) -> WriteError {
+    WriteError::Undelivered {
+        what: what.into(),
+        retries,
+        reason: reason.into(),
+    }
+}
+
+/// Splits rows (in message order) into two parts near the middle without
+/// cutting a message's rows apart; `None` when they are one message's.
+fn split_by_message<'r, 'a>(
+    rows: &'r [PendingRow<'a>],
+) -> Option<(&'r [PendingRow<'a>], &'r [PendingRow<'a>])> {
+    let first = rows.first()?.0;
+    if rows.iter().all(|(m, _, _)| *m == first) {
+        return None;
+    }
+    let mut mid = rows.len() / 2;
+    // Move the cut to a message boundary: forward, or back when the second
+    // half is one message.
+    while mid < rows.len() && rows[mid].0 == rows[mid - 1].0 {
+        mid += 1;
+    }
+    if mid == rows.len() {
+        mid = rows.len() / 2;
+        while mid > 0 && rows[mid].0 == rows[mid - 1].0 {
+            mid -= 1;
+        }
+    }
+    Some(rows.split_at(mid))
+}
+
+fn send_keyed(
+    writer: &fluss::client::UpsertWriter,
+    kind: RowKind,
+    row: &GenericRow<'static>,
+) -> fluss::error::Result<WriteResultFuture> {
+    match kind {
+        RowKind::Delete => writer.delete(row),
+        _ => writer.upsert(row),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_never_cut_a_message_apart() {
+        let mut builder = fluss_row_codec::RowsBuilder::new();
+        builder.begin_row(RowKind::Append, 0);
+        builder.end_row();
+        let bytes = builder.into_bytes();
+        let row = fluss_row_codec::Rows::new(&bytes).next().unwrap().unwrap();
+        let rows: Vec<PendingRow<'_>> = [0, 0, 0, 1, 2, 2]
+            .iter()
+            .map(|&m| (m, RowKind::Append, row))
+            .collect();
+        let (left, right) = split_by_message(&rows).unwrap();
+        assert_eq!(left.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 0, 0]);
+        assert_eq!(right.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2, 2]);
+        let (left, right) = split_by_message(right).unwrap();
+        assert_eq!((left.len(), right.len()), (1, 2));
+        assert!(
+            split_by_message(right).is_none(),
+            "one message's rows are not split"
+        );
+        let tail: Vec<PendingRow<'_>> = [0, 1, 1, 1].iter().map(|&m| (m, RowKind::Append, row)).collect();
+        let (left, right) = split_by_message(&tail).unwrap();
+        assert_eq!((left.len(), right.len()), (1, 3));
+    }
+
+    #[test]
+    fn only_listed_errors_are_transient() {
+        use fluss::error::Error as E;
+        let api = |code: fluss::rpc::FlussError, message: &str| E::FlussAPIError {
+            api_error: fluss::rpc::ApiError {
+                code: code as i32,
+                message: message.into(),
+            },
+        };
+        use fluss::rpc::FlussError as F;
+        assert_eq!(
+            classify(&api(F::LeaderNotAvailableException, "")),
+            Failure::Transient
+        );
+        assert_eq!(classify(&api(F::RequestTimeOut, "")), Failure::Transient);
+        assert_eq!(classify(&api(F::TableNotExist, "")), Failure::TableUnknown);
+        assert_eq!(
+            classify(&api(F::UnknownServerError, "delete refused")),
+            Failure::Permanent
+        );
+        assert_eq!(classify(&api(F::InvalidTableException, "")), Failure::Permanent);
+        assert_eq!(
+            classify(&E::BufferExhausted {
+                message: "full".into()
+            }),
+            Failure::Transient
+        );
+        assert_eq!(
+            classify(&E::IllegalArgument {
+                message: "bad".into()
+            }),
+            Failure::Permanent
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! The tables a writer writes to: opened once and kept (schema, Arrow
+//! schema, the fluss-rs writer), created when the config declares them, and
+//! routed tables resolved by name.
+
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use fluss::client::{AppendWriter, UpsertWriter};
+use fluss::metadata::{DataTypes, Schema as FlussSchema, TableDescriptor, TablePath as FlussPath};
+
+use super::{FlussWriter, WriteError};
+use crate::deadline::Deadline;
+use crate::schema::{Column, DataType, TablePath, TableSchema};
+
+/// The fluss-rs writer of one table.
+pub(super) enum Sink {
+    Log(AppendWriter),
+    Keyed(UpsertWriter),
+}
+
+/// An open table.
+pub(super) struct Table {
+    pub schema: TableSchema,
+    pub arrow_schema: SchemaRef,
+    pub sink: Sink,
+    /// An appended Arrow batch lands in one bucket whole (no bucket key, or
+    /// one bucket); otherwise fluss-rs splits it across buckets.
+    pub whole_batches: bool,
+}
+
+pub(super) fn fluss_path(path: &TablePath) -> FlussPath {
+    FlussPath::new(path.database.clone(), path.table.clone())
+}
+
+fn fluss_type(column: &Column) -> fluss::metadata::DataType {
+    let t = match column.data_type {
+        DataType::Boolean => DataTypes::boolean(),
+        DataType::TinyInt => DataTypes::tinyint(),
+        DataType::SmallInt => DataTypes::smallint(),
+        DataType::Int => DataTypes::int(),
+        DataType::BigInt => DataTypes::bigint(),
+        DataType::Float => DataTypes::float(),
+        DataType::Double => DataTypes::double(),
+        DataType::String => DataTypes::string(),
+        DataType::Char(n) => DataTypes::char(n),
+        DataType::Bytes => DataTypes::bytes(),
+        DataType::Binary(n) => DataTypes::binary(n as usize),
+        DataType::Decimal(p, s) => DataTypes::decimal(p as u32, s as u32),
+        DataType::Date => DataTypes::date(),
+        DataType::Time(p) => DataTypes::time_with_precision(p as u32),
+        DataType::Timestamp(p) => DataTypes::timestamp_with_precision(p as u32),
+        DataType::TimestampLtz(p) => DataTypes::timestamp_ltz_with_precision(p as u32),
+    };
+    if column.nullable { t } else { t.as_non_nullable() }
+}
+
+fn expired(path: &TablePath, step: &str) -> WriteError {
+    WriteError::DeadlinePassed {
+        step: format!("{step} {path}"),
+    }
+}
+
+impl FlussWriter {
+    /// Creates `schema`'s database and table when absent, then opens it, all
+    /// within `deadline`.
+    pub(super) async fn ensure_table_within(
+        &self,
+        schema: &TableSchema,
+        deadline: Deadline,
+    ) -> Result<TableSchema, WriteError> {
+        let path = &schema.path;
+        let fail = |reason: String| WriteError::Table {
+            table: path.to_string(),
+            reason,
+        };
+        deadline
+            .run(self.admin.create_database(&path.database, None, true))
+            .await
+            .map_err(|_| expired(path, "creating the database"))?
+            .map_err(|e| fail(format!("cannot create database: {e}")))?;
+        let mut builder = FlussSchema::builder();
+        for column in &schema.columns {
+            builder = builder.column(column.name.clone(), fluss_type(column));
+        }
+        if !schema.primary_key.is_empty() {
+            builder = builder
+                .primary_key(schema.primary_key.clone())
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        let descriptor = TableDescriptor::builder()
+            .schema(builder.build().map_err(|e| fail(e.to_string()))?)
+            .distributed_by(self.settings.bucket_count, Vec::new())
+            .build()
+            .map_err(|e| fail(e.to_string()))?;
+        deadline
+            .run(self.admin.create_table(&fluss_path(path), &descriptor, true))
+            .await
+            .map_err(|_| expired(path, "creating the table"))?
+            .map_err(|e| fail(format!("cannot create table: {e}")))?;
+        Ok(self.table(path, deadline).await?.schema.clone())
+    }
+
+    /// The open table at `path`, opened now if it was not yet. The RPC runs
+    /// outside the tables lock, so one slow table delays no other.
+    pub(super) async fn table(&self, path: &TablePath, deadline: Deadline) -> Result<Arc<Table>, WriteError> {
+        if let Some(t) = self.tables.lock().await.get(path) {
+            return Ok(t.clone());
+        }
+        let opened = Arc::new(self.open_table(path, deadline).await?);
+        self.sweeper.sweep_now().await;
+        let mut tables = self.tables.lock().await;
+        Ok(tables.entry(path.clone()).or_insert(opened).clone())
+    }
+
+    async fn open_table(&self, path: &TablePath, deadline: Deadline) -> Result<Table, WriteError> {
+        let fail = |reason: String| WriteError::Table {
+            table: path.to_string(),
+            reason,
+        };
+        let table = deadline
+            .run(self.connection.get_table(&fluss_path(path)))
+            .await
+            .map_err(|_| expired(path, "opening the table"))?
+            .map_err(|e| fail(e.to_string()))?;
+        let info = table.get_table_info();
+        let row_type = info.row_type();
+        let columns = row_type
+            .fields()
+            .iter()
+            .map(|f| {
+                let text = f.data_type().to_string();
+                let data_type = text
+                    .parse::<DataType>()
+                    .map_err(|e| fail(format!("column `{}`: {e}", f.name())))?;
+                Ok(Column::new(f.name(), data_type, f.data_type().is_nullable()))
+            })
+            .collect::<Result<Vec<_>, WriteError>>()?;
+        let schema = TableSchema {
+            path: path.clone(),
+            columns,
+            primary_key: info
+                .get_schema()
+                .primary_key_column_names()
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        };
+        let arrow_schema = fluss::record::to_arrow_schema(row_type).map_err(|e| fail(e.to_string()))?;
+        let sink = if table.has_primary_key() {
+            Sink::Keyed(
+                table
+                    .new_upsert()
+                    .and_then(|u| u.create_writer())
+                    .map_err(|e| fail(e.to_string()))?,
+            )
+        } else {
+            Sink::Log(
+                table
+                    .new_append()
+                    .and_then(|a| a.create_writer())
+                    .map_err(|e| fail(e.to_string()))?,
+            )
+        };
+        Ok(Table {
+            schema,
+            arrow_schema,
+            sink,
+            whole_batches: !info.has_bucket_key() || info.get_num_buckets() <= 1,
+        })
+    }
+
+    /// Resolves a routed table: opens it, or creates it like `template` when
+    /// `auto_create_table` is on. `Ok(Err(reason))`: the table cannot be had
+    /// (its rows dead-letter); `Err`: the deadline passed first.
+    pub(super) async fn resolve(
+        &self,
+        path: &TablePath,
+        template: &TableSchema,
+        deadline: Deadline,
+    ) -> Result<Result<Arc<Table>, String>, WriteError> {
+        let unusable = |e: WriteError| match e {
+            e @ WriteError::DeadlinePassed { .. } => Err(e),
+            e => Ok(Err(e.to_string())),
+        };
+        match self.table(path, deadline).await {
+            Ok(t) => Ok(Ok(t)),
+            Err(e @ WriteError::DeadlinePassed { .. }) => Err(e),
+            Err(e) if self.settings.auto_create_table => {
+                tracing::info!(table = %path, "creating routed table like {}: {e}", template.path);
+                let schema = TableSchema {
+                    path: path.clone(),
+                    ..template.clone()
+                };
+                if let Err(e) = self.ensure_table_within(&schema, deadline).await {
+                    return unusable(e);
+                }
+                self.table(path, deadline)
+                    .await
+                    .map_or_else(unusable, |t| Ok(Ok(t)))
+            }
+            Err(e) => Ok(Err(format!("{e} (auto_create_table is off)"))),
+        }
+    }
+}

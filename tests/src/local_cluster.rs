@@ -1,0 +1,85 @@
+//! A Fluss cluster of a test's own (`scripts/fluss-local.sh` on ports apart
+//! from the shared one), for tests that stop, freeze or kill servers and
+//! must not disturb the tests sharing the default cluster. Stopped when
+//! dropped; its logs are kept under `target/fluss-failed-logs/<name>` when
+//! the test failed.
+
+use std::path::PathBuf;
+
+use crate::repo_root;
+
+/// Runs `scripts/fluss-local.sh` with `env`; whether it succeeded.
+pub fn run_fluss_script(env: &[(&str, String)], args: &[&str]) -> bool {
+    std::process::Command::new(repo_root().join("scripts/fluss-local.sh"))
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .args(args)
+        .status()
+        .expect("run scripts/fluss-local.sh")
+        .success()
+}
+
+/// Runs `scripts/fluss-local.sh` with `env`, failing the test if it fails.
+pub fn fluss_script(env: &[(&str, String)], args: &[&str]) {
+    assert!(
+        run_fluss_script(env, args),
+        "scripts/fluss-local.sh {args:?} failed"
+    );
+}
+
+/// A running cluster of the test's own.
+pub struct LocalCluster {
+    name: String,
+    port: u16,
+    env: Vec<(&'static str, String)>,
+}
+
+impl LocalCluster {
+    /// Starts (or finds running) cluster `name` with `tablets` tablet
+    /// servers, its coordinator on `port`, its ZooKeeper on `zk_port`, its
+    /// files in `target/fluss-<name>`.
+    pub fn start(name: &str, port: u16, zk_port: u16, tablets: u32) -> Self {
+        let dir: PathBuf = repo_root().join(format!("target/fluss-{name}"));
+        let cluster = Self {
+            name: name.to_string(),
+            port,
+            env: vec![
+                ("FLUSS_DIR", dir.display().to_string()),
+                ("FLUSS_PORT", port.to_string()),
+                ("FLUSS_ZK_PORT", zk_port.to_string()),
+                ("FLUSS_TABLETS", tablets.to_string()),
+            ],
+        };
+        cluster.script(&["start"]);
+        cluster
+    }
+
+    /// Its bootstrap address.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Runs `scripts/fluss-local.sh args` on this cluster, failing the test if it fails.
+    pub fn script(&self, args: &[&str]) {
+        fluss_script(&self.env, args);
+    }
+
+    /// The script's environment for this cluster (to run it from another thread).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        self.env.clone()
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let logs = repo_root().join(format!("target/fluss-{}/logs", self.name));
+            let keep = repo_root().join(format!("target/fluss-failed-logs/{}", self.name));
+            let _ = std::fs::create_dir_all(&keep);
+            for entry in std::fs::read_dir(logs).into_iter().flatten().flatten() {
+                let _ = std::fs::copy(entry.path(), keep.join(entry.file_name()));
+            }
+            eprintln!("the {} cluster's logs are kept in {}", self.name, keep.display());
+        }
+        run_fluss_script(&self.env, &["stop"]);
+    }
+}

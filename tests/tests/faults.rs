@@ -1,0 +1,429 @@
+//! The fault-injection suite: the plugin loaded with dlopen, against a Fluss
+//! cluster of this test's own (`target/fluss-faults`, coordinator on 9323)
+//! whose servers it freezes (SIGSTOP: sockets stay open, nothing answers),
+//! kills and restarts, or whose tables it drops under the sink. Every case
+//! asserts the accounting (what was written, dead-lettered, or named in a
+//! failed return) and how long the call took. The cases run one after the
+//! other in one test, since they share the cluster they break; a table of
+//! each case's timing is printed at the end.
+//!
+//! Fails, never skips, when the cluster cannot be started.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use fluss::metadata::TablePath as FlussPath;
+use iggy_connector_fluss_sink::schema::TablePath;
+use integration_tests::fluss_cluster::{block, connection_to, read_log_at, unique_table};
+use integration_tests::local_cluster::LocalCluster;
+use integration_tests::plugin::{Plugin, TestMessage, logged, next_id};
+use serde_json::{Value, json};
+
+const JSON: u32 = 0;
+/// `delivery_timeout` of the instances that meet a hung or dead cluster.
+const DEADLINE: Duration = Duration::from_secs(2);
+/// How much later than its deadline a call may return.
+const GRACE: Duration = Duration::from_secs(1);
+
+struct Suite {
+    cluster: LocalCluster,
+    plugin: &'static Plugin,
+    timings: Vec<(&'static str, Duration)>,
+}
+
+impl Suite {
+    fn config(&self, path: &TablePath, dlq: &TablePath, delivery_timeout: Duration) -> Value {
+        json!({
+            "bootstrap_servers": self.cluster.bootstrap(),
+            "database": path.database,
+            "table": path.table,
+            "columns": [
+                {"name": "id", "type": "BIGINT", "nullable": false},
+                {"name": "name", "type": "STRING"}
+            ],
+            "dead_letter_table": dlq.to_string(),
+            "delivery_timeout": format!("{}ms", delivery_timeout.as_millis()),
+            "open_timeout": "3s",
+            "retry_backoff": "50ms"
+        })
+    }
+
+    /// Opens `config` as a new instance, failing the test with the plugin's words.
+    fn open(&self, config: &Value) -> u32 {
+        let id = next_id();
+        let code = self.plugin.open(id, &config.to_string());
+        assert_eq!(code, 0, "open failed: {:?}", logged(&format!("instance={id}")));
+        id
+    }
+
+    /// Consumes `messages`; the return code and how long it took.
+    fn consume(&self, id: u32, messages: &[TestMessage]) -> (i32, Duration) {
+        let started = Instant::now();
+        let code = self.plugin.consume(id, "app", "faults", JSON, messages);
+        (code, started.elapsed())
+    }
+
+    fn record(&mut self, case: &'static str, took: Duration) {
+        self.timings.push((case, took));
+    }
+
+    fn freeze(&self) {
+        self.cluster.script(&["pause"]);
+    }
+
+    fn thaw(&self) {
+        self.cluster.script(&["resume"]);
+    }
+
+    /// The `id` column of every row of log table `path`, with how often each appears.
+    fn ids_in(&self, path: &TablePath, expected: usize) -> BTreeMap<i64, usize> {
+        let rows = block(read_log_at(
+            &self.cluster.bootstrap(),
+            path,
+            expected,
+            Duration::from_secs(20),
+        ));
+        let mut ids = BTreeMap::new();
+        for row in rows {
+            *ids.entry(row[0].parse::<i64>().unwrap()).or_insert(0) += 1;
+        }
+        ids
+    }
+
+    fn drop_table(&self, path: &TablePath) {
+        block(async {
+            let conn = connection_to(&self.cluster.bootstrap()).await;
+            conn.get_admin()
+                .unwrap()
+                .drop_table(&FlussPath::new(path.database.clone(), path.table.clone()), false)
+                .await
+                .expect("drop the table");
+        });
+    }
+}
+
+fn messages(from: u64, count: u64) -> Vec<TestMessage> {
+    (from..from + count)
+        .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}"}}"#)))
+        .collect()
+}
+
+fn assert_prompt(case: &str, took: Duration, deadline: Duration) {
+    assert!(
+        took <= deadline + GRACE,
+        "{case}: took {took:?}, more than its deadline {deadline:?} + {GRACE:?}"
+    );
+}
+
+/// Both servers frozen during `consume`: it returns 1 within its deadline,
+/// naming the offsets; after the thaw the same instance writes again.
+fn hung_during_consume(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("hung"), unique_table("hung_dlq"));
+    let id = suite.open(&suite.config(&path, &dlq, DEADLINE));
+    assert_eq!(suite.consume(id, &messages(0, 100)).0, 0, "the warm-up batch");
+
+    suite.freeze();
+    let (code, took) = suite.consume(id, &messages(100, 100));
+    suite.thaw();
+    suite.record("cluster hung (SIGSTOP) during consume", took);
+    assert_eq!(code, 1, "a consume that could not be acknowledged fails");
+    assert_prompt("hung during consume", took, DEADLINE);
+    assert!(
+        !logged("offsets 100..=199 of app/faults partition 1 may not be in Fluss").is_empty(),
+        "the offsets that may be missing are logged: {:?}",
+        logged(&format!("instance={id}"))
+    );
+
+    let (code, took) = suite.consume(id, &messages(200, 100));
+    suite.record("first consume after the thaw", took);
+    assert_eq!(
+        code,
+        0,
+        "the instance is usable once Fluss answers: {:?}",
+        logged(&format!("instance={id}"))
+    );
+    let ids = suite.ids_in(&path, 300);
+    for i in (0..100).chain(200..300) {
+        assert_eq!(
+            ids.get(&i),
+            Some(&1),
+            "id {i} of an acknowledged batch, exactly once"
+        );
+    }
+    for i in 100..200 {
+        assert!(
+            ids.get(&i).copied().unwrap_or(0) <= 1,
+            "id {i} of the failed batch at most once"
+        );
+    }
+    assert_eq!(suite.plugin.close(id), 0);
+}
+
+/// The cluster frozen during `open`: it fails within `open_timeout`; `close`
+/// after the failed open is harmless, and an open after the thaw works.
+fn hung_during_open(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("hung_open"), unique_table("hung_open_dlq"));
+    let config = suite.config(&path, &dlq, DEADLINE);
+    let id = next_id();
+    suite.freeze();
+    let started = Instant::now();
+    let code = suite.plugin.open(id, &config.to_string());
+    let took = started.elapsed();
+    suite.thaw();
+    suite.record("cluster hung (SIGSTOP) during open", took);
+    assert_ne!(code, 0, "open against a hung cluster fails");
+    assert_prompt("hung during open", took, Duration::from_secs(3));
+    let _ = suite.plugin.close(id);
+    let id = suite.open(&config);
+    assert_eq!(suite.consume(id, &messages(0, 10)).0, 0);
+    assert_eq!(suite.plugin.close(id), 0);
+}
+
+/// The only tablet server killed for longer than the deadline: `consume`
+/// fails within it; once the server is back a consume writes again.
+fn tablet_dead_longer_than_the_deadline(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("dead"), unique_table("dead_dlq"));
+    let id = suite.open(&suite.config(&path, &dlq, DEADLINE));
+    assert_eq!(suite.consume(id, &messages(0, 50)).0, 0);
+
+    suite.cluster.script(&["kill-tablet", "KILL", "0"]);
+    let (code, took) = suite.consume(id, &messages(50, 50));
+    suite.record("tablet server killed during consume", took);
+    assert_eq!(code, 1);
+    assert_prompt("tablet dead", took, DEADLINE);
+    suite.cluster.script(&["start-tablet", "0"]);
+
+    // The server takes a while to lead its buckets again: the runtime keeps
+    // calling, each call bounded by its deadline.
+    let started = Instant::now();
+    let mut from = 100;
+    loop {
+        let (code, took) = suite.consume(id, &messages(from, 50));
+        assert_prompt("consume while the tablet server recovers", took, DEADLINE);
+        if code == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "no consume succeeded after the restart"
+        );
+        from += 50;
+    }
+    suite.record(
+        "recovery after the restart (until a consume succeeded)",
+        started.elapsed(),
+    );
+    let ids = suite.ids_in(&path, 50);
+    for i in from..from + 50 {
+        assert_eq!(
+            ids.get(&(i as i64)),
+            Some(&1),
+            "id {i} of the batch acknowledged after the restart"
+        );
+    }
+    assert_eq!(suite.plugin.close(id), 0);
+}
+
+/// Fluss refuses part of a batch for good (a routed table dropped under the
+/// sink): those messages are dead-lettered with the server's reason, the
+/// rest are written, and the call succeeds.
+fn permanent_refusal_of_part_of_a_batch(suite: &mut Suite) {
+    let (base, other, dlq) = (
+        unique_table("refuse"),
+        unique_table("refuse_other"),
+        unique_table("refuse_dlq"),
+    );
+    let mut config = suite.config(&base, &dlq, Duration::from_secs(20));
+    config["dynamic_routing"] = json!(true);
+    config["auto_create_table"] = json!(true);
+    config["allowed_tables"] = json!([format!("{}.refuse_other_*", other.database)]);
+    let id = suite.open(&config);
+    let routed = |from: u64, count: u64| -> Vec<TestMessage> {
+        (from..from + count)
+            .map(|i| {
+                let to = if i % 2 == 0 {
+                    base.to_string()
+                } else {
+                    other.to_string()
+                };
+                TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","fluss_table":"{to}"}}"#))
+            })
+            .collect()
+    };
+    assert_eq!(suite.consume(id, &routed(0, 20)).0, 0, "both tables take rows");
+    suite.drop_table(&other);
+
+    // The tablet server takes the dropped table's replica down a moment after
+    // the drop: until then it still acknowledges writes. Go on until the
+    // first refusal reaches the dead-letter table, then check one batch whole.
+    let bootstrap = suite.cluster.bootstrap();
+    let letters_from = |from: i64| -> Vec<Vec<String>> {
+        block(read_log_at(&bootstrap, &dlq, 1, Duration::from_secs(2)))
+            .into_iter()
+            .filter(|l| l[3].parse::<i64>().unwrap() >= from)
+            .collect()
+    };
+    let started = Instant::now();
+    let mut from = 20;
+    while letters_from(0).is_empty() {
+        assert_eq!(suite.consume(id, &routed(from, 20)).0, 0);
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the dropped table was never refused"
+        );
+        from += 20;
+    }
+    let (code, took) = suite.consume(id, &routed(from, 20));
+    suite.record("routed table dropped (permanent refusal of half a batch)", took);
+    assert_eq!(code, 0, "{:?}", logged(&format!("instance={id}")));
+    let from = from as i64;
+    let letters = letters_from(from);
+    let dead: Vec<i64> = letters.iter().map(|l| l[3].parse().unwrap()).collect();
+    assert_eq!(
+        dead,
+        (from + 1..from + 20).step_by(2).collect::<Vec<_>>(),
+        "the odd offsets, routed to the dropped table: {:?}",
+        logged(&format!("instance={id}"))
+    );
+    assert!(
+        letters
+            .iter()
+            .all(|l| l[7] == "write" && l[8].contains("Fluss refused")),
+        "{letters:?}"
+    );
+    let ids = suite.ids_in(&base, (from / 2 + 10) as usize);
+    let even_of_the_batch: Vec<i64> = ids.keys().copied().filter(|i| *i >= from).collect();
+    assert_eq!(
+        even_of_the_batch,
+        (from..from + 20).step_by(2).collect::<Vec<_>>()
+    );
+    assert!(ids.values().all(|n| *n == 1), "every row once");
+    assert_eq!(suite.plugin.close(id), 0);
+}
+
+/// A dead-letter table of another schema is refused at `open`.
+fn wrong_schema_dead_letter_table(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("dlq_schema"), unique_table("dlq_schema_t"));
+    // Make `dlq` an ordinary table of the sink's schema first.
+    let id = suite.open(&suite.config(&dlq, &unique_table("dlq_schema_dlq"), DEADLINE));
+    assert_eq!(suite.plugin.close(id), 0);
+    let id = next_id();
+    let started = Instant::now();
+    let code = suite
+        .plugin
+        .open(id, &suite.config(&path, &dlq, DEADLINE).to_string());
+    suite.record("dead-letter table of another schema (open)", started.elapsed());
+    assert_ne!(code, 0);
+    let said = logged(&format!("{dlq} (dead_letter_table)"));
+    assert!(
+        said.iter()
+            .any(|(level, m)| *level == 4 && m.contains("a dead-letter table needs")),
+        "{:?}",
+        logged(&format!("instance={id}"))
+    );
+    let _ = suite.plugin.close(id);
+}
+
+/// A dead letter that cannot be written fails the call, naming the offsets.
+fn unwritable_dead_letter_table(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("dlq_gone"), unique_table("dlq_gone_t"));
+    let id = suite.open(&suite.config(&path, &dlq, Duration::from_secs(5)));
+    suite.drop_table(&dlq);
+    let mut batch = messages(0, 10);
+    batch.push(TestMessage::text(10, "not json"));
+    let (code, took) = suite.consume(id, &batch);
+    suite.record("dead-letter table dropped (consume with a dead letter)", took);
+    assert_eq!(
+        code, 1,
+        "a dead letter that cannot be written is never dropped silently"
+    );
+    assert_prompt("unwritable dead letter", took, Duration::from_secs(5));
+    assert!(!logged("offsets 0..=10 of app/faults partition 1 may not be in Fluss").is_empty());
+    let _ = suite.plugin.close(id);
+}
+
+/// The same key written twice in every batch while the tablet server
+/// restarts: the final state of each key is its last write.
+fn same_key_twice_during_a_restart(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("twice"), unique_table("twice_dlq"));
+    let mut config = suite.config(&path, &dlq, Duration::from_secs(60));
+    config["table_type"] = json!("primary_key");
+    config["primary_key_columns"] = json!(["id"]);
+    let id = suite.open(&config);
+    let batch = |n: u64| -> Vec<TestMessage> {
+        let first =
+            (0..50).map(|k| TestMessage::text(n * 100 + k, &format!(r#"{{"id":{k},"name":"a{n}"}}"#)));
+        let second =
+            (0..50).map(|k| TestMessage::text(n * 100 + 50 + k, &format!(r#"{{"id":{k},"name":"b{n}"}}"#)));
+        first.chain(second).collect()
+    };
+    let env = suite.cluster.env();
+    let restart = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        integration_tests::local_cluster::fluss_script(&env, &["restart-tablet", "TERM", "0"]);
+    });
+    let started = Instant::now();
+    let mut n = 0;
+    while !restart.is_finished() || n < 3 {
+        let (code, _) = suite.consume(id, &batch(n));
+        assert_eq!(code, 0, "batch {n}: {:?}", logged(&format!("instance={id}")));
+        n += 1;
+        if restart.is_finished() && n >= 3 {
+            break;
+        }
+    }
+    restart.join().unwrap();
+    suite.record(
+        "same key twice per batch through a tablet restart (whole stream)",
+        started.elapsed(),
+    );
+    let last = format!("b{}", n - 1);
+    let bootstrap = suite.cluster.bootstrap();
+    for k in [0, 17, 49] {
+        let found = block(lookup_string_at(&bootstrap, &path, k));
+        assert_eq!(
+            found.as_deref(),
+            Some(last.as_str()),
+            "key {k} ends with its last write"
+        );
+    }
+    assert_eq!(suite.plugin.close(id), 0);
+}
+
+async fn lookup_string_at(bootstrap: &str, path: &TablePath, id: i64) -> Option<String> {
+    use fluss::row::{DataGetters, GenericRow};
+    let conn = connection_to(bootstrap).await;
+    let table = conn
+        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
+        .await
+        .unwrap();
+    let mut lookuper = table.new_lookup().unwrap().create_lookuper().unwrap();
+    let mut key = GenericRow::new(1);
+    key.set_field(0, id);
+    let found = lookuper.lookup(&key).await.unwrap();
+    found
+        .get_single_row()
+        .unwrap()
+        .map(|row| row.get_string(1).unwrap().to_string())
+}
+
+#[test]
+fn every_promise_holds_under_faults() {
+    let cluster = LocalCluster::start("faults", 9323, 2291, 1);
+    let mut suite = Suite {
+        cluster,
+        plugin: Plugin::load(),
+        timings: Vec::new(),
+    };
+    hung_during_consume(&mut suite);
+    hung_during_open(&mut suite);
+    permanent_refusal_of_part_of_a_batch(&mut suite);
+    wrong_schema_dead_letter_table(&mut suite);
+    unwritable_dead_letter_table(&mut suite);
+    same_key_twice_during_a_restart(&mut suite);
+    tablet_dead_longer_than_the_deadline(&mut suite);
+    eprintln!("\nfault case | time");
+    for (case, took) in &suite.timings {
+        eprintln!("{case} | {took:.2?}");
+    }
+}
