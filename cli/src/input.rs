@@ -54,17 +54,37 @@ pub struct ConnectorFile {
     pub config: SinkConfig,
 }
 
+/// `message` with the value of every `…password = …` line of `text` replaced
+/// by `<redacted>`: TOML's errors quote the source line they point at.
+fn redact_passwords(text: &str, message: &str) -> String {
+    let mut redacted = message.to_string();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if !key.trim().trim_matches('"').ends_with("password") {
+            continue;
+        }
+        let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
+        if !value.is_empty() {
+            redacted = redacted.replace(value, "<redacted>");
+        }
+    }
+    redacted
+}
+
 /// Reads a connector file and checks its `[plugin_config]` as the plugin's `open` would.
 pub fn connector_file(path: &Path) -> Result<ConnectorFile, InputError> {
     let text = read(path)?;
-    let table: toml::Table = toml::from_str(&text).map_err(|e| parse_error(path, e))?;
+    let secret_safe = |e: &dyn std::fmt::Display| parse_error(path, redact_passwords(&text, &e.to_string()));
+    let table: toml::Table = toml::from_str(&text).map_err(|e| secret_safe(&e))?;
     let text_of = |key: &str| table.get(key).and_then(|v| v.as_str()).map(str::to_string);
     let plugin = table
         .get("plugin_config")
-        .map(|v| serde_json::to_value(v).map_err(|e| parse_error(path, e)))
+        .map(|v| serde_json::to_value(v).map_err(|e| secret_safe(&e)))
         .transpose()?
         .unwrap_or(serde_json::Value::Null);
-    let config = SinkConfig::from_value(plugin).map_err(|e| parse_error(path, e))?;
+    let config = SinkConfig::from_value(plugin).map_err(|e| secret_safe(&e))?;
     Ok(ConnectorFile {
         kind: text_of("type"),
         plugin_path: text_of("path"),
@@ -173,6 +193,23 @@ pub fn messages(path: &Path, envelope: bool) -> Result<MessageBatch, InputError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn toml_errors_never_quote_the_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sink.toml");
+        std::fs::write(
+            &path,
+            "type = \"sink\"\n[plugin_config]\nsasl_password = \"hunter2-pw\" oops\n",
+        )
+        .unwrap();
+        let error = connector_file(&path).unwrap_err().to_string();
+        assert!(!error.contains("hunter2-pw"), "{error}");
+        assert!(
+            error.contains("<redacted>"),
+            "the error still points at the line: {error}"
+        );
+    }
 
     #[test]
     fn envelope_lines_carry_headers_and_text_payloads() {
