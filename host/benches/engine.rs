@@ -11,7 +11,7 @@ mod common;
 #[path = "common/components.rs"]
 mod components;
 
-use common::json_batch;
+use common::json_batch_sized;
 use components::component;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fluss_row_codec::RowKind;
@@ -36,7 +36,7 @@ fn engine(c: &mut Criterion) {
     let json_wasm = load("json-to-row");
     let native = JsonMapping::new(&table(), RowKind::Append);
     for n in BATCH_SIZES {
-        let batch = json_batch(n);
+        let batch = json_batch_sized(n, 200);
         let mean_len = batch.iter().map(|m| m.payload.len()).sum::<usize>() / n;
         assert!(
             (180..=220).contains(&mean_len),

@@ -13,7 +13,7 @@ mod common;
 #[path = "common/components.rs"]
 mod components;
 
-use common::json_batch;
+use common::json_batch_sized;
 use components::component;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use iggy_connector_fluss_sink::schema::{DataType, TablePath, TableSchema};
@@ -43,7 +43,7 @@ fn table() -> TableSchema {
 }
 
 fn throughput(c: &mut Criterion) {
-    let batch = json_batch(1000);
+    let batch = json_batch_sized(1000, 200);
     let mut group = c.benchmark_group("languages_json_to_row");
     group.throughput(Throughput::Elements(1000));
     for (language, file) in COMPONENTS {

@@ -1,6 +1,9 @@
-//! Rows per second into a local Fluss log table through the sink's writer,
-//! against fluss-rs used directly (`append_arrow_batch` with the same Arrow
-//! batches) in the same run, plus the process CPU time per row of each.
+//! Rows per second into a local Fluss log table: the sink (JSON mapping and
+//! its writer, as a `consume` without a transform does them) against fluss-rs
+//! used directly at its best (`append_arrow_batch` of the same rows, built
+//! beforehand, awaited with a flush), side by side in one run, one batch at a
+//! time and with several batches in flight, at 100, 1,000 and 10,000 rows of
+//! ~110 B, ~400 B and ~2 KB messages; then the process CPU per row of each.
 //!
 //! Needs a cluster: `scripts/fluss-local.sh start`, then
 //! `cargo bench -p iggy_connector_fluss_sink --bench writer`.
@@ -11,14 +14,21 @@ use std::time::Duration;
 
 use arrow::record_batch::RecordBatch;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use fluss::client::FlussConnection;
+use fluss::client::{AppendWriter, FlussConnection};
 use fluss::metadata::TablePath as FlussPath;
 use fluss_row_codec::RowKind;
+use futures::future::join_all;
+use iggy_connector_fluss_sink::batch::MessageBatch;
 use iggy_connector_fluss_sink::mapping::JsonMapping;
-use iggy_connector_fluss_sink::schema::TablePath;
+use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
 use iggy_connector_fluss_sink::writer::{DeadLetterKind, FlussWriter, WriterSettings};
 
-const ROWS_PER_BATCH: usize = 1000;
+const SIZES: [(&str, usize); 3] = [("110B", 100), ("400B", 400), ("2KB", 2048)];
+const ROWS: [usize; 3] = [100, 1000, 10_000];
+/// Bytes of payload in flight at once in the "in flight" benchmarks (the
+/// client's buffer is 64 MiB).
+const IN_FLIGHT_BYTES: usize = 16 << 20;
+const MAX_IN_FLIGHT: usize = 8;
 
 fn bootstrap() -> String {
     std::env::var("FLUSS_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9123".into())
@@ -36,106 +46,175 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-fn writer(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+/// One batch as the sink handles it: JSON mapped to rows, then written.
+async fn through_sink(sink: &FlussWriter, mapping: &JsonMapping, batch: &MessageBatch, path: &TablePath) {
+    let output = mapping.map_batch(batch);
+    let report = sink
+        .write(batch, output, path, DeadLetterKind::Mapping)
+        .await
         .unwrap();
-    let path = TablePath::new("bench", format!("writer_{:08x}", fastrand::u32(..)));
-    let schema = common::table(path.clone());
-    let sink = runtime.block_on(async {
-        let settings = WriterSettings {
-            bootstrap_servers: bootstrap(),
-            ..WriterSettings::default()
-        };
-        let w = FlussWriter::connect(settings)
-            .await
-            .expect("a Fluss cluster: scripts/fluss-local.sh start");
-        w.ensure_table(&schema).await.unwrap();
-        w
-    });
-    let batch = common::json_batch(ROWS_PER_BATCH);
-    let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
-
-    // The same rows as an Arrow batch, for fluss-rs used directly.
-    let connection = runtime.block_on(FlussConnection::new(fluss::config::Config {
-        bootstrap_servers: bootstrap(),
-        ..Default::default()
-    }));
-    let connection = connection.unwrap();
-    let (direct, record): (fluss::client::AppendWriter, RecordBatch) = runtime.block_on(async {
-        let table = connection
-            .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-            .await
-            .unwrap();
-        let arrow_schema = fluss::record::to_arrow_schema(table.get_table_info().row_type()).unwrap();
-        let record =
-            iggy_connector_fluss_sink::writer::to_record_batch(&output, &schema, &arrow_schema).unwrap();
-        (table.new_append().unwrap().create_writer().unwrap(), record)
-    });
-
-    let mut group = c.benchmark_group("fluss_log_append");
-    group.throughput(Throughput::Elements(ROWS_PER_BATCH as u64));
-    group.bench_function(BenchmarkId::new("sink_writer", ROWS_PER_BATCH), |b| {
-        b.to_async(&runtime).iter(|| async {
-            let report = sink
-                .write(&batch, output.clone(), &path, DeadLetterKind::Mapping)
-                .await
-                .unwrap();
-            assert_eq!(report.written, ROWS_PER_BATCH);
-        })
-    });
-    // fluss-rs used directly at its best: the append's future awaited
-    // together with a flush, so the batch leaves without the client's
-    // 100 ms batch timeout (what the sink's writer does).
-    group.bench_function(BenchmarkId::new("fluss_rs_direct_flushed", ROWS_PER_BATCH), |b| {
-        b.to_async(&runtime).iter(|| direct_flushed(&direct, &record))
-    });
-    // fluss-rs used directly, the append's future awaited alone.
-    group.bench_function(BenchmarkId::new("fluss_rs_direct", ROWS_PER_BATCH), |b| {
-        b.to_async(&runtime)
-            .iter(|| async { direct.append_arrow_batch(record.clone()).unwrap().await.unwrap() })
-    });
-    group.finish();
-
-    // CPU per row: 200 batches each way, process CPU time.
-    let rounds = 200;
-    let before = cpu_time();
-    runtime.block_on(async {
-        for _ in 0..rounds {
-            sink.write(&batch, output.clone(), &path, DeadLetterKind::Mapping)
-                .await
-                .unwrap();
-        }
-    });
-    let sink_cpu = cpu_time() - before;
-    let before = cpu_time();
-    runtime.block_on(async {
-        for _ in 0..rounds {
-            direct_flushed(&direct, &record).await;
-        }
-    });
-    let direct_cpu = cpu_time() - before;
-    let per_row = |d: Duration| d.as_nanos() as f64 / (rounds * ROWS_PER_BATCH) as f64;
-    eprintln!(
-        "process CPU per row: sink writer {:.0} ns, fluss-rs direct (flushed) {:.0} ns, sink's own share {:.0} ns",
-        per_row(sink_cpu),
-        per_row(direct_cpu),
-        per_row(sink_cpu) - per_row(direct_cpu)
-    );
+    assert_eq!(report.written, batch.len());
 }
 
-/// One append through fluss-rs directly, awaited together with a flush.
-async fn direct_flushed(writer: &fluss::client::AppendWriter, record: &RecordBatch) {
+/// One append through fluss-rs directly, awaited together with a flush (so
+/// that the batch leaves without waiting out the client's batch timeout).
+async fn direct_flushed(writer: &AppendWriter, record: &RecordBatch) {
     let ack = writer.append_arrow_batch(record.clone()).unwrap();
     let (ack, flushed) = tokio::join!(ack, writer.flush());
     ack.unwrap();
     flushed.unwrap();
 }
 
+/// `count` appends through fluss-rs directly, all sent before any is awaited.
+async fn direct_in_flight(writer: &AppendWriter, record: &RecordBatch, count: usize) {
+    let acks: Vec<_> = (0..count)
+        .map(|_| writer.append_arrow_batch(record.clone()).unwrap())
+        .collect();
+    let (acks, flushed) = tokio::join!(join_all(acks), writer.flush());
+    acks.into_iter().for_each(|a| a.unwrap());
+    flushed.unwrap();
+}
+
+struct Setup {
+    runtime: tokio::runtime::Runtime,
+    sink: FlussWriter,
+    connection: FlussConnection,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let sink = runtime.block_on(async {
+            let settings = WriterSettings {
+                bootstrap_servers: bootstrap(),
+                ..WriterSettings::default()
+            };
+            FlussWriter::connect(settings)
+                .await
+                .expect("a Fluss cluster: scripts/fluss-local.sh start")
+        });
+        let connection = runtime
+            .block_on(FlussConnection::new(fluss::config::Config {
+                bootstrap_servers: bootstrap(),
+                ..Default::default()
+            }))
+            .unwrap();
+        Self {
+            runtime,
+            sink,
+            connection,
+        }
+    }
+
+    /// A fresh table, and fluss-rs's own append writer for it.
+    fn table(&self, name: &str) -> (TableSchema, AppendWriter, arrow::datatypes::SchemaRef) {
+        let path = TablePath::new("bench", format!("{name}_{:08x}", fastrand::u32(..)));
+        let schema = common::table(path.clone());
+        self.runtime.block_on(async {
+            self.sink.ensure_table(&schema).await.unwrap();
+            let table = self
+                .connection
+                .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
+                .await
+                .unwrap();
+            let arrow_schema = fluss::record::to_arrow_schema(table.get_table_info().row_type()).unwrap();
+            (
+                schema,
+                table.new_append().unwrap().create_writer().unwrap(),
+                arrow_schema,
+            )
+        })
+    }
+}
+
+fn writer(c: &mut Criterion) {
+    let setup = Setup::new();
+    let mut cpu_lines = Vec::new();
+    for (size_name, size) in SIZES {
+        let (schema, direct, arrow_schema) = setup.table(&format!("writer_{size_name}"));
+        let path = schema.path.clone();
+        let mapping = JsonMapping::new(&schema, RowKind::Append);
+        for rows in ROWS {
+            let batch = common::json_batch_sized(rows, size);
+            let record = iggy_connector_fluss_sink::writer::to_record_batch(
+                &mapping.map_batch(&batch),
+                &schema,
+                &arrow_schema,
+            )
+            .unwrap();
+            let payload_bytes: usize = batch.iter().map(|m| m.payload.len()).sum();
+            let in_flight = (IN_FLIGHT_BYTES / payload_bytes.max(1)).clamp(1, MAX_IN_FLIGHT);
+            let mut group = c.benchmark_group(format!("writer_{size_name}"));
+            group.throughput(Throughput::Elements(rows as u64));
+            group.bench_function(BenchmarkId::new("sink_one_at_a_time", rows), |b| {
+                b.to_async(&setup.runtime)
+                    .iter(|| through_sink(&setup.sink, &mapping, &batch, &path))
+            });
+            group.bench_function(BenchmarkId::new("fluss_rs_direct_one_at_a_time", rows), |b| {
+                b.to_async(&setup.runtime)
+                    .iter(|| direct_flushed(&direct, &record))
+            });
+            if in_flight > 1 {
+                group.throughput(Throughput::Elements((rows * in_flight) as u64));
+                group.bench_function(
+                    BenchmarkId::new(format!("sink_{in_flight}_in_flight"), rows),
+                    |b| {
+                        b.to_async(&setup.runtime).iter(|| async {
+                            let writes: Vec<_> = (0..in_flight)
+                                .map(|_| through_sink(&setup.sink, &mapping, &batch, &path))
+                                .collect();
+                            join_all(writes).await;
+                        })
+                    },
+                );
+                group.bench_function(
+                    BenchmarkId::new(format!("fluss_rs_direct_{in_flight}_in_flight"), rows),
+                    |b| {
+                        b.to_async(&setup.runtime)
+                            .iter(|| direct_in_flight(&direct, &record, in_flight))
+                    },
+                );
+            }
+            group.finish();
+
+            if rows == 1000 {
+                // CPU per row: the same number of rows each way, one batch at a time.
+                let rounds = 100;
+                let before = cpu_time();
+                setup.runtime.block_on(async {
+                    for _ in 0..rounds {
+                        through_sink(&setup.sink, &mapping, &batch, &path).await;
+                    }
+                });
+                let sink_cpu = cpu_time() - before;
+                let before = cpu_time();
+                setup.runtime.block_on(async {
+                    for _ in 0..rounds {
+                        direct_flushed(&direct, &record).await;
+                    }
+                });
+                let direct_cpu = cpu_time() - before;
+                let per_row = |d: Duration| d.as_nanos() as f64 / (rounds * rows) as f64;
+                cpu_lines.push(format!(
+                    "{size_name}: process CPU per row: sink {:.0} ns, fluss-rs direct {:.0} ns, the sink's own {:.0} ns",
+                    per_row(sink_cpu),
+                    per_row(direct_cpu),
+                    per_row(sink_cpu) - per_row(direct_cpu)
+                ));
+            }
+        }
+    }
+    for line in cpu_lines {
+        eprintln!("{line}");
+    }
+}
+
 criterion_group! {
     name = benches;
-    config = Criterion::default().sample_size(20).measurement_time(Duration::from_secs(5));
+    config = Criterion::default().sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
     targets = writer
 }
 criterion_main!(benches);

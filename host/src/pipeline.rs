@@ -180,10 +180,11 @@ impl Pipeline {
     }
 
     /// Writes `batch` and returns what became of its messages, once every
-    /// row is acknowledged or dead-lettered, within `delivery_timeout`. An
-    /// error means some messages of the batch may not have reached Fluss:
-    /// the offsets of each chunk that failed are logged at error level, and
-    /// the chunks after a failed one are still written while time is left.
+    /// row is acknowledged or dead-lettered, within `delivery_timeout`. The
+    /// rows of the batch's `batch_size` chunks are made side by side on the
+    /// blocking pool, then written as one: every append is sent before any
+    /// acknowledgement is awaited. An error means some messages of the batch
+    /// may not have reached Fluss: their offsets are logged at error level.
     pub async fn consume(
         self: &Arc<Self>,
         schema: PayloadSchema,
@@ -193,82 +194,84 @@ impl Pipeline {
         self.stats
             .received
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        if batch.is_empty() {
+            return Ok(WriteReport::default());
+        }
         let (count, source) = (batch.len(), batch.source.clone());
-        let chunks: Vec<MessageBatch> = if count <= self.batch_size {
-            vec![batch]
-        } else {
-            (0..count)
-                .step_by(self.batch_size)
-                .map(|start| batch.slice(start..(start + self.batch_size).min(count)))
-                .collect()
+        let (first, last) = (batch.get(0).offset, batch.get(count - 1).offset);
+        let report = match self.write_batch(schema, batch, deadline).await {
+            Ok(report) => report,
+            Err(e) => {
+                tracing::error!(
+                    "messages at offsets {first}..={last} of {}/{} partition {} may not be in Fluss: {e}",
+                    source.stream,
+                    source.topic,
+                    source.partition
+                );
+                return Err(e);
+            }
         };
-        let mut total = WriteReport::default();
-        let mut first_error = None;
-        for chunk in chunks {
-            if chunk.is_empty() {
-                continue;
-            }
-            let (first, last) = (chunk.get(0).offset, chunk.get(chunk.len() - 1).offset);
-            match self.write_chunk(schema, chunk, deadline).await {
-                Ok(report) => {
-                    self.count(&report);
-                    total.add(&report);
-                }
-                Err(e) => {
-                    tracing::error!(
-                        "messages at offsets {first}..={last} of {}/{} partition {} may not be in Fluss: {e}",
-                        source.stream,
-                        source.topic,
-                        source.partition
-                    );
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(e) = first_error {
-            return Err(e);
-        }
+        self.count(&report);
         tracing::debug!(
-            written = total.written,
-            filtered = total.filtered,
-            dead_lettered = total.dead_lettered,
+            written = report.written,
+            filtered = report.filtered,
+            dead_lettered = report.dead_lettered,
             "batch of {count} messages from {}/{} done",
             source.stream,
             source.topic
         );
-        Ok(total)
+        Ok(report)
     }
 
-    async fn write_chunk(
+    async fn write_batch(
         self: &Arc<Self>,
         schema: PayloadSchema,
-        chunk: MessageBatch,
+        batch: MessageBatch,
         deadline: Deadline,
     ) -> Result<WriteReport, PipelineError> {
-        if deadline.expired() {
-            return Err(WriteError::DeadlinePassed {
-                step: "starting the chunk".into(),
-            }
-            .into());
-        }
         if let RowStage::ArrowIpc = self.stage {
             return Ok(self
                 .writer
-                .write_arrow_ipc_within(&chunk, &self.table, deadline)
+                .write_arrow_ipc_within(&batch, &self.table, deadline)
                 .await?);
         }
-        let this = self.clone();
-        let span = tracing::Span::current();
-        let (chunk, output) = tokio::task::spawn_blocking(move || {
-            let output = span.in_scope(|| this.stage.rows(schema, &chunk));
-            (chunk, output)
-        })
-        .await
-        .map_err(|e| PipelineError::Internal(format!("making rows: {e}")))?;
+        let batch = Arc::new(batch);
+        let output = self.rows(schema, &batch).await?;
         Ok(self
             .writer
-            .write_within(&chunk, output?, &self.table, self.stage.kind(), deadline)
+            .write_within(&batch, output, &self.table, self.stage.kind(), deadline)
             .await?)
+    }
+
+    /// The rows of `batch`, made chunk by chunk (`batch_size` messages, one
+    /// transform call each) on the blocking pool, all chunks at once.
+    async fn rows(
+        self: &Arc<Self>,
+        schema: PayloadSchema,
+        batch: &Arc<MessageBatch>,
+    ) -> Result<TransformOutput, PipelineError> {
+        let count = batch.len();
+        let span = tracing::Span::current();
+        let tasks: Vec<_> = (0..count)
+            .step_by(self.batch_size)
+            .map(|start| {
+                let chunk = if count <= self.batch_size {
+                    batch.clone()
+                } else {
+                    Arc::new(batch.slice(start..(start + self.batch_size).min(count)))
+                };
+                let (this, span) = (self.clone(), span.clone());
+                tokio::task::spawn_blocking(move || span.in_scope(|| this.stage.rows(schema, &chunk)))
+            })
+            .collect();
+        let mut output = TransformOutput::default();
+        for task in tasks {
+            let part = task
+                .await
+                .map_err(|e| PipelineError::Internal(format!("making rows: {e}")))??;
+            output.append(part);
+        }
+        Ok(output)
     }
 
     fn count(&self, report: &WriteReport) {

@@ -98,6 +98,38 @@ pub(super) async fn racing_flush<T>(
     }
 }
 
+/// Roughly how many bytes of encoded rows one Arrow append carries when a
+/// write is cut into parts sent back to back.
+const APPEND_BYTES: usize = 1 << 20;
+
+/// Where and how an append goes.
+#[derive(Clone, Copy)]
+struct Append<'w> {
+    path: &'w TablePath,
+    writer: &'w fluss::client::AppendWriter,
+    what: &'w str,
+    deadline: Deadline,
+}
+
+/// `rows` (in message order) cut into parts of about `bytes` encoded bytes,
+/// never inside a message.
+fn append_parts<'r, 'a>(rows: &'r [PendingRow<'a>], bytes: usize) -> Vec<&'r [PendingRow<'a>]> {
+    let mut parts = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (i, (message, _, row)) in rows.iter().enumerate() {
+        let boundary = i > start && rows[i - 1].0 != *message;
+        if boundary && size >= bytes {
+            parts.push(&rows[start..i]);
+            (start, size) = (i, 0);
+        }
+        size += row.encoded_len();
+    }
+    if start < rows.len() {
+        parts.push(&rows[start..]);
+    }
+    parts
+}
+
 /// One row's acknowledgement, once awaited.
 enum Acked {
     Done,
@@ -117,31 +149,8 @@ impl FlussWriter {
         let what = format!("{} rows for {}", rows.len(), table.schema.path);
         match &table.sink {
             Sink::Log(writer) if table.whole_batches => {
-                // Bisect on a permanent error so that only the refused rows fail:
-                // a refused batch was refused whole, so nothing is sent twice.
-                // Parts never split a message's rows (`rows` are in message order).
-                let mut pending = vec![rows];
-                while let Some(part) = pending.pop() {
-                    let views: Vec<RowView<'_>> = part.iter().map(|(_, _, r)| *r).collect();
-                    let batch = arrow_rows::record_batch(&views, &table.schema, &table.arrow_schema)
-                        .map_err(|reason| WriteError::Table {
-                            table: table.schema.path.to_string(),
-                            reason,
-                        })?;
-                    let ack = self.deliver(&table.schema.path, &what, true, deadline, || {
-                        writer.append_arrow_batch(batch.clone())
-                    });
-                    match racing_flush(ack, writer.flush()).await? {
-                        Ok(()) => {}
-                        Err(reason) => match split_by_message(part) {
-                            Some((left, right)) => {
-                                pending.push(right);
-                                pending.push(left);
-                            }
-                            None => failures.extend(part.iter().map(|(m, _, _)| (*m, reason.clone()))),
-                        },
-                    }
-                }
+                self.append_whole(table, writer, rows, &what, deadline, failures)
+                    .await?;
             }
             // A batch split across buckets could be refused in some and taken
             // in others: append row by row, each with its own acknowledgement.
@@ -172,6 +181,132 @@ impl FlussWriter {
                     failures,
                 )
                 .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `rows` to a log table whose Arrow batches land whole (one
+    /// bucket): cut into message-aligned parts of about [`APPEND_BYTES`],
+    /// every part built and sent before any acknowledgement is awaited (the
+    /// client sends part k while part k+1 is built). A part refused for
+    /// good is bisected by message, so that only the refused messages fail
+    /// and nothing is sent twice; one that failed transiently is sent again
+    /// with retries.
+    async fn append_whole(
+        &self,
+        table: &Table,
+        writer: &fluss::client::AppendWriter,
+        rows: &[PendingRow<'_>],
+        what: &str,
+        deadline: Deadline,
+        failures: &mut Vec<(u32, String)>,
+    ) -> Result<(), WriteError> {
+        let path = &table.schema.path;
+        let record_of = |part: &[PendingRow<'_>]| {
+            let views: Vec<RowView<'_>> = part.iter().map(|(_, _, r)| *r).collect();
+            arrow_rows::record_batch(&views, &table.schema, &table.arrow_schema).map_err(|reason| {
+                WriteError::Table {
+                    table: path.to_string(),
+                    reason,
+                }
+            })
+        };
+        let parts = append_parts(rows, APPEND_BYTES);
+        let sent = tokio::task::block_in_place(|| {
+            parts
+                .iter()
+                .map(|part| {
+                    let record = record_of(part)?;
+                    let ack = (!deadline.expired()).then(|| writer.append_arrow_batch(record.clone()));
+                    Ok((*part, record, ack))
+                })
+                .collect::<Result<Vec<_>, WriteError>>()
+        })?;
+        let acks = async {
+            let mut results = Vec::with_capacity(sent.len());
+            for (part, record, ack) in sent {
+                let result = match ack {
+                    None => {
+                        return Err(undelivered(
+                            what,
+                            0,
+                            "the deadline passed before every part was sent",
+                        ));
+                    }
+                    Some(Err(e)) => Err(e),
+                    Some(Ok(future)) => match self.acknowledgement(path, future, deadline).await {
+                        Some(result) => result,
+                        None => return Err(undelivered(what, 0, "no acknowledgement before the deadline")),
+                    },
+                };
+                results.push((part, record, result));
+            }
+            Ok(results)
+        };
+        for (part, record, result) in racing_flush(acks, writer.flush()).await? {
+            let Err(error) = result else {
+                continue;
+            };
+            let refused = if self.failure_of(path, &error, deadline).await == Failure::Permanent {
+                Some(format!("Fluss refused the write: {error}"))
+            } else {
+                let again = self.deliver(path, what, true, deadline, || {
+                    writer.append_arrow_batch(record.clone())
+                });
+                racing_flush(again, writer.flush()).await?.err()
+            };
+            if let Some(reason) = refused {
+                let append = Append {
+                    path,
+                    writer,
+                    what,
+                    deadline,
+                };
+                self.bisect_refused(&append, part, reason, &record_of, failures)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds the messages of `part` (refused for good with `reason`) that
+    /// Fluss refuses, by halves that never cut a message apart.
+    async fn bisect_refused<'r, 'a>(
+        &self,
+        append: &Append<'_>,
+        part: &'r [PendingRow<'a>],
+        reason: String,
+        record_of: &impl Fn(&[PendingRow<'a>]) -> Result<arrow::record_batch::RecordBatch, WriteError>,
+        failures: &mut Vec<(u32, String)>,
+    ) -> Result<(), WriteError> {
+        let Append {
+            path,
+            writer,
+            what,
+            deadline,
+        } = *append;
+        let mut pending: Vec<(&'r [PendingRow<'a>], Option<String>)> = vec![(part, Some(reason))];
+        while let Some((rows, known)) = pending.pop() {
+            let outcome = match known {
+                Some(reason) => Err(reason),
+                None => {
+                    let record = record_of(rows)?;
+                    let ack = self.deliver(path, what, true, deadline, || {
+                        writer.append_arrow_batch(record.clone())
+                    });
+                    racing_flush(ack, writer.flush()).await?
+                }
+            };
+            let Err(reason) = outcome else {
+                continue;
+            };
+            match split_by_message(rows) {
+                Some((left, right)) => {
+                    pending.push((right, None));
+                    pending.push((left, None));
+                }
+                None => failures.extend(rows.iter().map(|(m, _, _)| (*m, reason.clone()))),
             }
         }
         Ok(())
@@ -499,6 +634,27 @@ mod tests {
         let tail: Vec<PendingRow<'_>> = [0, 1, 1, 1].iter().map(|&m| (m, RowKind::Append, row)).collect();
         let (left, right) = split_by_message(&tail).unwrap();
         assert_eq!((left.len(), right.len()), (1, 3));
+    }
+
+    #[test]
+    fn append_parts_are_message_aligned_and_cover_every_row() {
+        let mut builder = fluss_row_codec::RowsBuilder::new();
+        builder.begin_row(RowKind::Append, 0);
+        builder.string("0123456789");
+        builder.end_row();
+        let bytes = builder.into_bytes();
+        let row = fluss_row_codec::Rows::new(&bytes).next().unwrap().unwrap();
+        let len = row.encoded_len();
+        let rows: Vec<PendingRow<'_>> = [0, 1, 1, 1, 2, 3]
+            .iter()
+            .map(|&m| (m, RowKind::Append, row))
+            .collect();
+        let parts = append_parts(&rows, 2 * len);
+        let messages: Vec<Vec<u32>> = parts.iter().map(|p| p.iter().map(|r| r.0).collect()).collect();
+        assert_eq!(messages, vec![vec![0, 1, 1, 1], vec![2, 3]]);
+        assert_eq!(append_parts(&rows, usize::MAX).len(), 1);
+        assert_eq!(append_parts(&rows, 1).len(), 4, "one part per message at most");
+        assert!(append_parts(&[], 1).is_empty());
     }
 
     #[test]
