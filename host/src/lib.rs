@@ -13,6 +13,7 @@ pub mod abi;
 pub mod batch;
 pub mod config;
 pub mod deadline;
+pub mod decimal;
 pub mod mapping;
 pub mod metadata;
 pub mod pipeline;

@@ -2,9 +2,10 @@
 //! compact encoding (see `fluss_row_codec`) until the writer turns them into
 //! Arrow batches or keyed writes.
 
-use fluss_row_codec::{DEFAULT_TABLE, RowKind, RowView, Rows};
+use fluss_row_codec::{Cell, DEFAULT_TABLE, RowKind, RowView, Rows};
 
-use crate::schema::TableSchema;
+use crate::decimal::decimal_unscaled;
+use crate::schema::{DataType, TableSchema};
 
 /// What became of one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,6 +255,11 @@ pub fn check_row(schema: &TableSchema, row: &RowView<'_>) -> Result<(), String> 
     }
     for (cell, column) in row.cells().zip(&schema.columns) {
         cell.fits(column)?;
+        // The codec checks that a DECIMAL cell is text; whether it fits the
+        // column's precision after rounding to its scale is checked here.
+        if let (Cell::Decimal(text), DataType::Decimal(p, s)) = (cell, column.data_type) {
+            decimal_unscaled(text, p, s).map_err(|e| format!("column `{}`: {e}", column.name))?;
+        }
     }
     Ok(())
 }

@@ -9,6 +9,9 @@
 //! `cargo build --release -p iggy_connector_fluss_sink`,
 //! `scripts/fluss-local.sh start`, then
 //! `cargo bench -p integration-tests --bench consume`.
+//!
+//! With `FLUSS_SINK_PLUGIN_BEFORE=<path to another build's .so>` that build
+//! is measured side by side in the same run (`plugin_consume_before`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,8 +77,33 @@ async fn direct_flushed(writer: &AppendWriter, record: &RecordBatch) {
     flushed.unwrap();
 }
 
+/// Opens a 4-column log table `table` (created) as a new instance of `plugin`.
+fn open(plugin: &Plugin, table: &str) -> u32 {
+    let id = next_id();
+    let config = json!({
+        "bootstrap_servers": bootstrap(),
+        "database": "bench",
+        "table": table,
+        "columns": [
+            {"name": "id", "type": "BIGINT", "nullable": false},
+            {"name": "name", "type": "STRING"},
+            {"name": "amount", "type": "DECIMAL(10, 2)"},
+            {"name": "note", "type": "STRING"}
+        ]
+    });
+    assert_eq!(
+        plugin.open(id, &config.to_string()),
+        0,
+        "{:?}",
+        logged(&format!("instance={id}"))
+    );
+    id
+}
+
 fn consume(c: &mut Criterion) {
     let plugin = Plugin::load();
+    let before =
+        std::env::var_os("FLUSS_SINK_PLUGIN_BEFORE").map(|p| Plugin::load_from(std::path::Path::new(&p)));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -83,24 +111,8 @@ fn consume(c: &mut Criterion) {
     let conn = runtime.block_on(connection());
     for (size_name, size) in SIZES {
         let table = format!("consume_{size_name}_{:08x}", fastrand::u32(..));
-        let id = next_id();
-        let config = json!({
-            "bootstrap_servers": bootstrap(),
-            "database": "bench",
-            "table": table,
-            "columns": [
-                {"name": "id", "type": "BIGINT", "nullable": false},
-                {"name": "name", "type": "STRING"},
-                {"name": "amount", "type": "DECIMAL(10, 2)"},
-                {"name": "note", "type": "STRING"}
-            ]
-        });
-        assert_eq!(
-            plugin.open(id, &config.to_string()),
-            0,
-            "{:?}",
-            logged(&format!("instance={id}"))
-        );
+        let id = open(plugin, &table);
+        let before_id = before.map(|b| (b, open(b, &table)));
         let direct = runtime.block_on(async {
             let t = conn
                 .get_table(&FlussPath::new("bench", table.as_str()))
@@ -122,12 +134,20 @@ fn consume(c: &mut Criterion) {
             group.bench_function(BenchmarkId::new("plugin_consume", n), |b| {
                 b.iter(|| assert_eq!(plugin.consume_raw(id, &topic, &meta, &raw), 0))
             });
+            if let Some((old, old_id)) = before_id {
+                group.bench_function(BenchmarkId::new("plugin_consume_before", n), |b| {
+                    b.iter(|| assert_eq!(old.consume_raw(old_id, &topic, &meta, &raw), 0))
+                });
+            }
             group.bench_function(BenchmarkId::new("fluss_rs_direct", n), |b| {
                 b.to_async(&runtime).iter(|| direct_flushed(&direct.0, &rows))
             });
         }
         group.finish();
         assert_eq!(plugin.close(id), 0);
+        if let Some((old, old_id)) = before_id {
+            assert_eq!(old.close(old_id), 0);
+        }
     }
 }
 

@@ -98,27 +98,37 @@ impl Plugin {
                 "{} is older than its sources: run `cargo build -p iggy_connector_fluss_sink`",
                 path.display()
             );
-            // SAFETY: loading our own plugin, whose initialisers are Rust statics only.
-            let library = unsafe { libloading::Library::new(&path) }.expect("dlopen the plugin");
-            // SAFETY: the symbols have these C signatures (the ABI under test).
-            unsafe {
-                Plugin {
-                    open: *library
-                        .get::<OpenFn>(b"iggy_sink_open\0")
-                        .expect("iggy_sink_open"),
-                    consume: *library
-                        .get::<ConsumeFn>(b"iggy_sink_consume\0")
-                        .expect("iggy_sink_consume"),
-                    close: *library
-                        .get::<CloseFn>(b"iggy_sink_close\0")
-                        .expect("iggy_sink_close"),
-                    version: *library
-                        .get::<VersionFn>(b"iggy_sink_version\0")
-                        .expect("iggy_sink_version"),
-                    _library: library,
-                }
-            }
+            Self::open_library(&path)
         })
+    }
+
+    /// Loads another build of the plugin (say, an older commit's, to
+    /// benchmark against), without checking it against the sources here.
+    pub fn load_from(path: &Path) -> &'static Plugin {
+        Box::leak(Box::new(Self::open_library(path)))
+    }
+
+    fn open_library(path: &Path) -> Plugin {
+        // SAFETY: loading our own plugin, whose initialisers are Rust statics only.
+        let library = unsafe { libloading::Library::new(path) }.expect("dlopen the plugin");
+        // SAFETY: the symbols have these C signatures (the ABI under test).
+        unsafe {
+            Plugin {
+                open: *library
+                    .get::<OpenFn>(b"iggy_sink_open\0")
+                    .expect("iggy_sink_open"),
+                consume: *library
+                    .get::<ConsumeFn>(b"iggy_sink_consume\0")
+                    .expect("iggy_sink_consume"),
+                close: *library
+                    .get::<CloseFn>(b"iggy_sink_close\0")
+                    .expect("iggy_sink_close"),
+                version: *library
+                    .get::<VersionFn>(b"iggy_sink_version\0")
+                    .expect("iggy_sink_version"),
+                _library: library,
+            }
+        }
     }
 
     /// `iggy_sink_open(id, config)`.

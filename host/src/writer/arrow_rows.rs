@@ -15,49 +15,8 @@ use arrow::record_batch::RecordBatch;
 use fluss::row::{Date, Datum, Decimal, GenericRow, Time, TimestampLtz, TimestampNtz};
 use fluss_row_codec::{Cell, RowView};
 
+use crate::decimal::decimal_unscaled;
 use crate::schema::{DataType, TableSchema};
-
-/// Decimal text as an unscaled integer at `scale`, rounded half away from
-/// zero, checked against `precision`.
-pub fn decimal_unscaled(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
-    let t = text.trim();
-    let (negative, digits) = match t.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, t.strip_prefix('+').unwrap_or(t)),
-    };
-    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-    let bad = || format!("\"{text}\" is not a decimal number");
-    if (int.is_empty() && frac.is_empty()) || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let mut value: i128 = 0;
-    let push = |v: i128, d: u8| v.checked_mul(10).and_then(|v| v.checked_add((d - b'0') as i128));
-    for d in int.bytes() {
-        value = push(value, d).ok_or_else(bad)?;
-    }
-    let frac = frac.as_bytes();
-    for i in 0..scale as usize {
-        value = push(value, *frac.get(i).unwrap_or(&b'0')).ok_or_else(bad)?;
-    }
-    if frac.get(scale as usize).is_some_and(|&d| d >= b'5') {
-        value += 1;
-    }
-    if value >= 10i128.pow(precision as u32) {
-        return Err(format!("{t} does not fit DECIMAL({precision}, {scale})"));
-    }
-    Ok(if negative { -value } else { value })
-}
-
-/// Whether a row's cells convert to the table's Arrow types (the checks that
-/// the codec's type check cannot make: decimal precision after rounding).
-pub fn convertible(row: &RowView<'_>, schema: &TableSchema) -> Result<(), String> {
-    for (cell, column) in row.cells().zip(&schema.columns) {
-        if let (Cell::Decimal(text), DataType::Decimal(p, s)) = (cell, column.data_type) {
-            decimal_unscaled(text, p, s).map_err(|e| format!("column `{}`: {e}", column.name))?;
-        }
-    }
-    Ok(())
-}
 
 fn as_i64(cell: Cell<'_>) -> Option<i64> {
     match cell {
@@ -88,118 +47,201 @@ fn scale_micros(micros: i64, unit: &TimeUnit) -> i64 {
     }
 }
 
-/// Builds one Arrow column from the `index`-th cell of each row.
-fn column(rows: &[RowView<'_>], index: usize, ty: &ArrowType, column: &DataType) -> Result<ArrayRef, String> {
-    let cells = rows.iter().map(|r| {
-        r.cells()
-            .nth(index)
-            .expect("rows were checked against the schema")
-    });
-    macro_rules! build {
-        ($builder:expr, $convert:expr) => {{
-            let mut b = $builder;
-            for cell in cells {
-                match cell {
-                    Cell::Null => b.append_null(),
-                    other => b.append_value($convert(other)),
-                }
-            }
-            Arc::new(b.finish()) as ArrayRef
-        }};
-    }
-    let n = rows.len();
-    let int = |c| as_i64(c).expect("checked integer");
-    Ok(match ty {
-        ArrowType::Boolean => build!(BooleanBuilder::with_capacity(n), |c| matches!(
-            c,
-            Cell::Boolean(true)
-        )),
-        ArrowType::Int8 => build!(Int8Builder::with_capacity(n), |c| int(c) as i8),
-        ArrowType::Int16 => build!(Int16Builder::with_capacity(n), |c| int(c) as i16),
-        ArrowType::Int32 => build!(Int32Builder::with_capacity(n), |c| int(c) as i32),
-        ArrowType::Int64 => build!(Int64Builder::with_capacity(n), int),
-        ArrowType::Float32 => build!(Float32Builder::with_capacity(n), |c| as_f64(c).expect("float")
-            as f32),
-        ArrowType::Float64 => build!(Float64Builder::with_capacity(n), |c| as_f64(c).expect("double")),
-        ArrowType::Utf8 => build!(StringBuilder::with_capacity(n, n * 16), |c| match c {
-            Cell::String(s) => s,
-            _ => unreachable!("checked string"),
-        }),
-        ArrowType::Binary => build!(BinaryBuilder::with_capacity(n, n * 16), |c| match c {
-            Cell::Bytes(b) => b,
-            _ => unreachable!("checked bytes"),
-        }),
-        ArrowType::FixedSizeBinary(width) => {
-            let mut b = FixedSizeBinaryBuilder::with_capacity(n, *width);
-            for cell in cells {
-                match cell {
-                    Cell::Bytes(bytes) => b.append_value(bytes).map_err(|e| e.to_string())?,
-                    _ => b.append_null(),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        ArrowType::Decimal128(p, s) => {
-            let DataType::Decimal(cp, cs) = *column else {
-                unreachable!("decimal column")
-            };
-            let mut b = Decimal128Builder::with_capacity(n);
-            for cell in cells {
-                match cell {
-                    Cell::Decimal(text) => b.append_value(decimal_unscaled(text, cp, cs)?),
-                    _ => b.append_null(),
-                }
-            }
-            Arc::new(
-                b.finish()
-                    .with_precision_and_scale(*p, *s)
-                    .map_err(|e| e.to_string())?,
-            )
-        }
-        ArrowType::Date32 => build!(Date32Builder::with_capacity(n), |c| int(c) as i32),
-        ArrowType::Time32(TimeUnit::Second) => {
-            build!(Time32SecondBuilder::with_capacity(n), |c| (int(c) / 1000) as i32)
-        }
-        ArrowType::Time32(_) => build!(Time32MillisecondBuilder::with_capacity(n), |c| int(c) as i32),
-        ArrowType::Time64(TimeUnit::Microsecond) => {
-            build!(Time64MicrosecondBuilder::with_capacity(n), |c| int(c) * 1000)
-        }
-        ArrowType::Time64(_) => build!(Time64NanosecondBuilder::with_capacity(n), |c| int(c) * 1_000_000),
-        ArrowType::Timestamp(unit, tz) => {
-            let tz = tz.clone();
-            let v = |c| scale_micros(int(c), unit);
-            match unit {
-                TimeUnit::Second => build!(TimestampSecondBuilder::with_capacity(n).with_timezone_opt(tz), v),
-                TimeUnit::Millisecond => build!(
-                    TimestampMillisecondBuilder::with_capacity(n).with_timezone_opt(tz),
-                    v
-                ),
-                TimeUnit::Microsecond => build!(
-                    TimestampMicrosecondBuilder::with_capacity(n).with_timezone_opt(tz),
-                    v
-                ),
-                TimeUnit::Nanosecond => build!(
-                    TimestampNanosecondBuilder::with_capacity(n).with_timezone_opt(tz),
-                    v
-                ),
-            }
-        }
-        other => return Err(format!("Arrow type {other} is not supported by the sink")),
-    })
+/// The builder of one Arrow column, fed one cell at a time.
+enum ColumnBuilder {
+    Boolean(BooleanBuilder),
+    Int8(Int8Builder),
+    Int16(Int16Builder),
+    Int32(Int32Builder),
+    Int64(Int64Builder),
+    Float32(Float32Builder),
+    Float64(Float64Builder),
+    Utf8(StringBuilder),
+    Binary(BinaryBuilder),
+    FixedSizeBinary(FixedSizeBinaryBuilder),
+    /// The builder, the column's precision and scale (for the cell's text),
+    /// and Arrow's.
+    Decimal128(Decimal128Builder, (u8, u8), (u8, i8)),
+    Date32(Date32Builder),
+    Time32Second(Time32SecondBuilder),
+    Time32Millisecond(Time32MillisecondBuilder),
+    Time64Microsecond(Time64MicrosecondBuilder),
+    Time64Nanosecond(Time64NanosecondBuilder),
+    TimestampSecond(TimestampSecondBuilder),
+    TimestampMillisecond(TimestampMillisecondBuilder),
+    TimestampMicrosecond(TimestampMicrosecondBuilder),
+    TimestampNanosecond(TimestampNanosecondBuilder),
 }
 
-/// One record batch from rows already checked against `schema`.
+impl ColumnBuilder {
+    fn new(ty: &ArrowType, column: &DataType, n: usize) -> Result<Self, String> {
+        use ColumnBuilder as B;
+        Ok(match ty {
+            ArrowType::Boolean => B::Boolean(BooleanBuilder::with_capacity(n)),
+            ArrowType::Int8 => B::Int8(Int8Builder::with_capacity(n)),
+            ArrowType::Int16 => B::Int16(Int16Builder::with_capacity(n)),
+            ArrowType::Int32 => B::Int32(Int32Builder::with_capacity(n)),
+            ArrowType::Int64 => B::Int64(Int64Builder::with_capacity(n)),
+            ArrowType::Float32 => B::Float32(Float32Builder::with_capacity(n)),
+            ArrowType::Float64 => B::Float64(Float64Builder::with_capacity(n)),
+            ArrowType::Utf8 => B::Utf8(StringBuilder::with_capacity(n, n * 16)),
+            ArrowType::Binary => B::Binary(BinaryBuilder::with_capacity(n, n * 16)),
+            ArrowType::FixedSizeBinary(width) => {
+                B::FixedSizeBinary(FixedSizeBinaryBuilder::with_capacity(n, *width))
+            }
+            ArrowType::Decimal128(p, s) => {
+                let DataType::Decimal(cp, cs) = *column else {
+                    return Err(format!("a {column} column cannot be Arrow's {ty}"));
+                };
+                B::Decimal128(Decimal128Builder::with_capacity(n), (cp, cs), (*p, *s))
+            }
+            ArrowType::Date32 => B::Date32(Date32Builder::with_capacity(n)),
+            ArrowType::Time32(TimeUnit::Second) => B::Time32Second(Time32SecondBuilder::with_capacity(n)),
+            ArrowType::Time32(_) => B::Time32Millisecond(Time32MillisecondBuilder::with_capacity(n)),
+            ArrowType::Time64(TimeUnit::Microsecond) => {
+                B::Time64Microsecond(Time64MicrosecondBuilder::with_capacity(n))
+            }
+            ArrowType::Time64(_) => B::Time64Nanosecond(Time64NanosecondBuilder::with_capacity(n)),
+            ArrowType::Timestamp(unit, tz) => {
+                let tz = tz.clone();
+                match unit {
+                    TimeUnit::Second => {
+                        B::TimestampSecond(TimestampSecondBuilder::with_capacity(n).with_timezone_opt(tz))
+                    }
+                    TimeUnit::Millisecond => B::TimestampMillisecond(
+                        TimestampMillisecondBuilder::with_capacity(n).with_timezone_opt(tz),
+                    ),
+                    TimeUnit::Microsecond => B::TimestampMicrosecond(
+                        TimestampMicrosecondBuilder::with_capacity(n).with_timezone_opt(tz),
+                    ),
+                    TimeUnit::Nanosecond => B::TimestampNanosecond(
+                        TimestampNanosecondBuilder::with_capacity(n).with_timezone_opt(tz),
+                    ),
+                }
+            }
+            other => return Err(format!("Arrow type {other} is not supported by the sink")),
+        })
+    }
+
+    /// Appends `cell` (checked against the column with `check_row`).
+    fn push(&mut self, cell: Cell<'_>) -> Result<(), String> {
+        use ColumnBuilder as B;
+        let mismatch = || format!("a {} cell where the column does not take one", cell.type_name());
+        macro_rules! value {
+            ($b:expr, $v:expr) => {
+                match cell {
+                    Cell::Null => $b.append_null(),
+                    _ => $b.append_value($v.ok_or_else(mismatch)?),
+                }
+            };
+        }
+        let int = as_i64(cell);
+        match self {
+            B::Boolean(b) => value!(
+                b,
+                match cell {
+                    Cell::Boolean(v) => Some(v),
+                    _ => None,
+                }
+            ),
+            B::Int8(b) => value!(b, int.map(|v| v as i8)),
+            B::Int16(b) => value!(b, int.map(|v| v as i16)),
+            B::Int32(b) => value!(b, int.map(|v| v as i32)),
+            B::Int64(b) => value!(b, int),
+            B::Float32(b) => value!(b, as_f64(cell).map(|v| v as f32)),
+            B::Float64(b) => value!(b, as_f64(cell)),
+            B::Utf8(b) => value!(
+                b,
+                match cell {
+                    Cell::String(s) => Some(s),
+                    _ => None,
+                }
+            ),
+            B::Binary(b) => value!(
+                b,
+                match cell {
+                    Cell::Bytes(v) => Some(v),
+                    _ => None,
+                }
+            ),
+            B::FixedSizeBinary(b) => match cell {
+                Cell::Bytes(bytes) => b.append_value(bytes).map_err(|e| e.to_string())?,
+                _ => b.append_null(),
+            },
+            B::Decimal128(b, (p, s), _) => match cell {
+                Cell::Decimal(text) => b.append_value(decimal_unscaled(text, *p, *s)?),
+                _ => b.append_null(),
+            },
+            B::Date32(b) => value!(b, int.map(|v| v as i32)),
+            B::Time32Second(b) => value!(b, int.map(|v| (v / 1000) as i32)),
+            B::Time32Millisecond(b) => value!(b, int.map(|v| v as i32)),
+            B::Time64Microsecond(b) => value!(b, int.map(|v| v * 1000)),
+            B::Time64Nanosecond(b) => value!(b, int.map(|v| v * 1_000_000)),
+            B::TimestampSecond(b) => value!(b, int.map(|v| scale_micros(v, &TimeUnit::Second))),
+            B::TimestampMillisecond(b) => value!(b, int.map(|v| scale_micros(v, &TimeUnit::Millisecond))),
+            B::TimestampMicrosecond(b) => value!(b, int),
+            B::TimestampNanosecond(b) => value!(b, int.map(|v| scale_micros(v, &TimeUnit::Nanosecond))),
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<ArrayRef, String> {
+        use ColumnBuilder as B;
+        fn done<T: arrow::array::ArrayBuilder>(mut b: T) -> ArrayRef {
+            b.finish()
+        }
+        Ok(match self {
+            B::Boolean(b) => done(b),
+            B::Int8(b) => done(b),
+            B::Int16(b) => done(b),
+            B::Int32(b) => done(b),
+            B::Int64(b) => done(b),
+            B::Float32(b) => done(b),
+            B::Float64(b) => done(b),
+            B::Utf8(b) => done(b),
+            B::Binary(b) => done(b),
+            B::FixedSizeBinary(b) => done(b),
+            B::Decimal128(mut b, _, (p, s)) => Arc::new(
+                b.finish()
+                    .with_precision_and_scale(p, s)
+                    .map_err(|e| e.to_string())?,
+            ),
+            B::Date32(b) => done(b),
+            B::Time32Second(b) => done(b),
+            B::Time32Millisecond(b) => done(b),
+            B::Time64Microsecond(b) => done(b),
+            B::Time64Nanosecond(b) => done(b),
+            B::TimestampSecond(b) => done(b),
+            B::TimestampMillisecond(b) => done(b),
+            B::TimestampMicrosecond(b) => done(b),
+            B::TimestampNanosecond(b) => done(b),
+        })
+    }
+}
+
+/// One record batch from rows checked against `schema` (`check_row`), in
+/// one pass over their cells.
 pub fn record_batch(
     rows: &[RowView<'_>],
     schema: &TableSchema,
     arrow_schema: &SchemaRef,
 ) -> Result<RecordBatch, String> {
-    let columns = arrow_schema
+    let mut builders = arrow_schema
         .fields()
         .iter()
         .zip(&schema.columns)
-        .enumerate()
-        .map(|(i, (field, col))| column(rows, i, field.data_type(), &col.data_type))
+        .map(|(field, column)| ColumnBuilder::new(field.data_type(), &column.data_type, rows.len()))
+        .collect::<Result<Vec<_>, _>>()?;
+    for row in rows {
+        for ((cell, builder), column) in row.cells().zip(&mut builders).zip(&schema.columns) {
+            builder
+                .push(cell)
+                .map_err(|e| format!("column `{}`: {e}", column.name))?;
+        }
+    }
+    let columns = builders
+        .into_iter()
+        .map(ColumnBuilder::finish)
         .collect::<Result<Vec<_>, _>>()?;
     RecordBatch::try_new(arrow_schema.clone(), columns).map_err(|e| e.to_string())
 }
@@ -250,28 +292,4 @@ pub fn generic_row(row: &RowView<'_>, schema: &TableSchema) -> Result<GenericRow
         out.set_field(i, datum);
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decimals_scale_round_and_check_precision() {
-        assert_eq!(decimal_unscaled("12.3", 10, 2), Ok(1230));
-        assert_eq!(decimal_unscaled("-12.345", 10, 2), Ok(-1235));
-        assert_eq!(decimal_unscaled("12.344", 10, 2), Ok(1234));
-        assert_eq!(decimal_unscaled(".5", 3, 0), Ok(1));
-        assert_eq!(decimal_unscaled("7", 3, 1), Ok(70));
-        assert!(
-            decimal_unscaled("99.996", 4, 2)
-                .unwrap_err()
-                .contains("does not fit DECIMAL(4, 2)")
-        );
-        assert!(
-            decimal_unscaled("1e5", 10, 0)
-                .unwrap_err()
-                .contains("not a decimal")
-        );
-    }
 }

@@ -33,7 +33,7 @@ use crate::rows::{MessageOutcome, TransformOutput, check_row};
 use crate::schema::{TablePath, TableSchema};
 use tables::{Sink, Table};
 
-pub use arrow_rows::decimal_unscaled;
+pub use crate::decimal::decimal_unscaled;
 pub use dead_letter::{DeadLetterKind, check_dead_letter_table, dead_letter_schema};
 pub use settings::WriterSettings;
 
@@ -336,9 +336,7 @@ impl FlussWriter {
             let Some(table) = table_of(entry.table) else {
                 continue;
             };
-            let checked =
-                check_row(&table.schema, &row).and_then(|()| arrow_rows::convertible(&row, &table.schema));
-            if let Err(reason) = checked {
+            if let Err(reason) = check_row(&table.schema, &row) {
                 output.outcomes[m] =
                     MessageOutcome::DeadLetter(format!("table {}: {reason}", table.schema.path));
                 kinds[m] = DeadLetterKind::Schema;
