@@ -341,6 +341,36 @@ mod tests {
     }
 
     #[test]
+    fn a_decimal_past_its_columns_precision_does_not_fit() {
+        let s = TableSchema {
+            path: TablePath::new("db", "t"),
+            columns: vec![Column::new("amount", DataType::Decimal(4, 2), true)],
+            primary_key: vec![],
+        };
+        let mut b = RowsBuilder::new();
+        for text in ["99.99", "99.996", "1x"] {
+            b.begin_row(RowKind::Append, 0);
+            b.decimal(text);
+            b.end_row();
+        }
+        let bytes = b.into_bytes();
+        let results: Vec<Result<(), String>> =
+            Rows::new(&bytes).map(|r| check_row(&s, &r.unwrap())).collect();
+        assert_eq!(results[0], Ok(()));
+        assert_eq!(
+            results[1],
+            Err("column `amount`: 99.996 does not fit DECIMAL(4, 2)".into()),
+            "rounding to the scale carries past the precision"
+        );
+        assert!(
+            results[2]
+                .as_ref()
+                .unwrap_err()
+                .contains("is not a decimal number")
+        );
+    }
+
+    #[test]
     fn rows_that_do_not_fit_dead_letter_their_message() {
         let s = schema();
         let mut out = TransformOutput {
