@@ -85,21 +85,27 @@ impl RowStage {
     ) -> Result<TransformOutput, TransformError> {
         match self {
             Self::Wasm(transform) => transform.process(chunk),
-            Self::Json(_)
-                if !matches!(
+            // The runtime's decoders for Avro, Proto and FlatBuffer streams (and
+            // its avro_convert / proto_convert transforms) hand the sink JSON
+            // bytes while the batch keeps its original tag: map them as JSON,
+            // and say so where a payload is not JSON after all.
+            Self::Json(mapping) => {
+                let mut output = mapping.map_batch(chunk);
+                if matches!(
                     schema,
-                    PayloadSchema::Json | PayloadSchema::Raw | PayloadSchema::Text
-                ) =>
-            {
-                Ok(dead_letter_all(
-                    chunk.len(),
-                    &format!(
-                        "{schema:?} payloads cannot be mapped as JSON: convert them to json in the stream's \
-                         config or configure a transform"
-                    ),
-                ))
+                    PayloadSchema::Avro | PayloadSchema::Proto | PayloadSchema::FlatBuffer
+                ) {
+                    for outcome in &mut output.outcomes {
+                        if let MessageOutcome::DeadLetter(reason) = outcome {
+                            reason.push_str(&format!(
+                                " (the stream is tagged {schema:?}; without a transform the sink maps JSON, which \
+                                 the runtime's {schema:?} decoder hands over)"
+                            ));
+                        }
+                    }
+                }
+                Ok(output)
             }
-            Self::Json(mapping) => Ok(mapping.map_batch(chunk)),
             Self::ArrowIpc => Ok(dead_letter_all(
                 chunk.len(),
                 "arrow_ipc payloads are appended as they are, not made into rows",

@@ -372,3 +372,51 @@ fn close_during_a_consume_waits_for_it_and_does_not_deadlock() {
         "closed"
     );
 }
+
+/// What the runtime really does (`../shared/design/iggy-runtime-abi.md`):
+/// its Avro, Proto and FlatBuffer decoders hand over JSON bytes in batches
+/// still tagged with the original schema; polls whose messages were all
+/// dropped arrive empty; `close` comes twice for one id.
+#[test]
+fn json_tagged_avro_proto_or_flatbuffer_maps_as_json_and_empty_polls_and_double_closes_are_fine() {
+    const PROTO: u32 = 3;
+    const FLAT_BUFFER: u32 = 4;
+    const AVRO: u32 = 5;
+    let plugin = Plugin::load();
+    let (path, dlq) = (unique_table("abi_tagged"), unique_table("abi_tagged_dlq"));
+    let id = next_id();
+    open(plugin, id, &log_config(&path, &dlq));
+    assert_eq!(plugin.consume(id, "app", "orders", JSON, &[]), 0, "an empty poll");
+    for (i, schema) in [AVRO, PROTO, FLAT_BUFFER].into_iter().enumerate() {
+        let from = i as u64 * 10;
+        assert_eq!(
+            plugin.consume(id, "app", "orders", schema, &json_messages(from, 10)),
+            0
+        );
+    }
+    assert_eq!(
+        plugin.consume(
+            id,
+            "app",
+            "orders",
+            AVRO,
+            &[TestMessage::text(30, "\u{1}\u{2}binary-avro")]
+        ),
+        0
+    );
+    let rows = block(read_log(&path, 30, Duration::from_secs(30)));
+    let ids: Vec<String> = rows.iter().map(|r| r[0].clone()).collect();
+    assert_eq!(ids, (0..30).map(|i| i.to_string()).collect::<Vec<_>>());
+    let letters = block(read_log(&dlq, 1, Duration::from_secs(30)));
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0][3], "30");
+    assert!(letters[0][8].contains("not valid JSON"), "{}", letters[0][8]);
+    assert!(letters[0][8].contains("tagged Avro"), "{}", letters[0][8]);
+    assert_eq!(plugin.close(id), 0);
+    let _ = plugin.close(id);
+    assert_eq!(
+        plugin.consume(id, "app", "orders", JSON, &json_messages(40, 1)),
+        -1,
+        "closed for good"
+    );
+}
