@@ -252,10 +252,11 @@ impl SinkConfig {
     }
 
     /// Checks a config parsed from a JSON value (e.g. a TOML table converted).
-    pub fn from_value(value: serde_json::Value) -> Result<Self, ConfigError> {
+    pub fn from_value(mut value: serde_json::Value) -> Result<Self, ConfigError> {
         if value.is_null() {
             return Err(ConfigError::Missing);
         }
+        fold_transform_keys(&mut value);
         let config: Self = serde_json::from_value(value).map_err(|e| ConfigError::Invalid(e.to_string()))?;
         config.check()?;
         Ok(config)
@@ -492,6 +493,45 @@ impl From<StringLike> for String {
     }
 }
 
+/// Moves top-level `transform_<option>` keys into the `transform` table
+/// (`transform_config_<key>` into `transform.config`), over what it holds:
+/// the runtime's environment overrides
+/// (`IGGY_CONNECTORS_SINK_<KEY>_PLUGIN_CONFIG_<FIELD>`) reach top-level keys
+/// only, so this is how they reach the transform's options.
+fn fold_transform_keys(value: &mut serde_json::Value) {
+    let Some(top) = value.as_object_mut() else {
+        return;
+    };
+    let keys: Vec<String> = top
+        .keys()
+        .filter(|k| k.starts_with("transform_"))
+        .cloned()
+        .collect();
+    for key in keys {
+        let field = key["transform_".len()..].to_string();
+        let moved = top.remove(&key).expect("listed above");
+        let transform = top
+            .entry("transform")
+            .or_insert_with(|| serde_json::Value::Object(Default::default()));
+        let Some(transform) = transform.as_object_mut() else {
+            return;
+        };
+        match field.strip_prefix("config_") {
+            Some(config_key) => {
+                let config = transform
+                    .entry("config")
+                    .or_insert_with(|| serde_json::Value::Object(Default::default()));
+                if let Some(config) = config.as_object_mut() {
+                    config.insert(config_key.to_string(), moved);
+                }
+            }
+            None => {
+                transform.insert(field, moved);
+            }
+        }
+    }
+}
+
 /// A value never shown: `Debug` prints `<redacted>`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -558,6 +598,7 @@ fn opt_byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Erro
     };
     match v {
         StringLike::Unsigned(n) => Ok(Some(n)),
+        StringLike::Integer(n) if n >= 0 => Ok(Some(n as u64)),
         StringLike::Text(s) => s
             .parse::<bytesize::ByteSize>()
             .map(|b| Some(b.as_u64()))
@@ -740,6 +781,31 @@ mod tests {
             let e = parse(&json).unwrap_err();
             assert!(e.to_string().contains(expected), "{extra}: {e}");
         }
+    }
+
+    #[test]
+    fn top_level_transform_keys_override_the_transform_table() {
+        let c = parse(
+            r#"{"bootstrap_servers":"x:1","database":"d","table":"t",
+                "transform":{"path":"/a.wasm","call_timeout":"1s","config":{"kind":"append","keep":"yes"}},
+                "transform_path":"/b.wasm","transform_call_timeout":"250ms","transform_config_kind":"upsert",
+                "transform_max_memory":1048576}"#,
+        )
+        .unwrap();
+        let t = c.transform.unwrap();
+        assert_eq!(t.path, PathBuf::from("/b.wasm"));
+        assert_eq!(t.call_timeout, Some(Duration::from_millis(250)));
+        assert_eq!(t.max_memory, Some(1 << 20));
+        assert_eq!(t.config.get("kind").map(String::as_str), Some("upsert"));
+        assert_eq!(t.config.get("keep").map(String::as_str), Some("yes"));
+        // Without a transform table the keys make one.
+        let c = parse(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","transform_path":"/c.wasm"}"#)
+            .unwrap();
+        assert_eq!(c.transform.unwrap().path, PathBuf::from("/c.wasm"));
+        // An unknown transform option is still named.
+        let e = parse(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","transform_path":"/c.wasm","transform_colour":"red"}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("colour"), "{e}");
     }
 
     #[test]
