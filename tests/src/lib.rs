@@ -180,8 +180,18 @@ pub mod fluss_cluster {
     /// The text of string column `column` of the row with BIGINT key `id`
     /// in primary-key table `path`, or `None` when there is no such row.
     pub async fn lookup_string(path: &TablePath, id: i64, column: usize) -> Option<String> {
+        lookup_string_at(&bootstrap(), path, id, column).await
+    }
+
+    /// [`lookup_string`] in the cluster at `bootstrap_servers`.
+    pub async fn lookup_string_at(
+        bootstrap_servers: &str,
+        path: &TablePath,
+        id: i64,
+        column: usize,
+    ) -> Option<String> {
         use fluss::row::{DataGetters, GenericRow};
-        let conn = connection().await;
+        let conn = connection_to(bootstrap_servers).await;
         let table = conn
             .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
             .await

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::schema::TablePath;
-use integration_tests::fluss_cluster::{block, connection_to, read_log_at, unique_table};
+use integration_tests::fluss_cluster::{block, connection_to, lookup_string_at, read_log_at, unique_table};
 use integration_tests::local_cluster::LocalCluster;
 use integration_tests::plugin::{Plugin, TestMessage, logged, next_id};
 use serde_json::{Value, json};
@@ -380,7 +380,7 @@ fn same_key_twice_during_a_restart(suite: &mut Suite) {
     let last = format!("b{}", n - 1);
     let bootstrap = suite.cluster.bootstrap();
     for k in [0, 17, 49] {
-        let found = block(lookup_string_at(&bootstrap, &path, k));
+        let found = block(lookup_string_at(&bootstrap, &path, k, 1));
         assert_eq!(
             found.as_deref(),
             Some(last.as_str()),
@@ -388,23 +388,6 @@ fn same_key_twice_during_a_restart(suite: &mut Suite) {
         );
     }
     assert_eq!(suite.plugin.close(id), 0);
-}
-
-async fn lookup_string_at(bootstrap: &str, path: &TablePath, id: i64) -> Option<String> {
-    use fluss::row::{DataGetters, GenericRow};
-    let conn = connection_to(bootstrap).await;
-    let table = conn
-        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-        .await
-        .unwrap();
-    let mut lookuper = table.new_lookup().unwrap().create_lookuper().unwrap();
-    let mut key = GenericRow::new(1);
-    key.set_field(0, id);
-    let found = lookuper.lookup(&key).await.unwrap();
-    found
-        .get_single_row()
-        .unwrap()
-        .map(|row| row.get_string(1).unwrap().to_string())
 }
 
 #[test]
