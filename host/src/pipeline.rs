@@ -250,7 +250,8 @@ impl Pipeline {
     }
 
     /// The rows of `batch`, made chunk by chunk (`batch_size` messages, one
-    /// transform call each) on the blocking pool, all chunks at once.
+    /// transform call each) on the blocking pool, as many chunks at once as
+    /// there are cores (each running chunk may hold a transform instance).
     async fn rows(
         self: &Arc<Self>,
         schema: PayloadSchema,
@@ -258,24 +259,28 @@ impl Pipeline {
     ) -> Result<TransformOutput, PipelineError> {
         let count = batch.len();
         let span = tracing::Span::current();
-        let tasks: Vec<_> = (0..count)
-            .step_by(self.batch_size)
-            .map(|start| {
-                let chunk = if count <= self.batch_size {
-                    batch.clone()
-                } else {
-                    Arc::new(batch.slice(start..(start + self.batch_size).min(count)))
-                };
-                let (this, span) = (self.clone(), span.clone());
-                tokio::task::spawn_blocking(move || span.in_scope(|| this.stage.rows(schema, &chunk)))
-            })
-            .collect();
+        let starts: Vec<usize> = (0..count).step_by(self.batch_size).collect();
+        let at_once = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
         let mut output = TransformOutput::default();
-        for task in tasks {
-            let part = task
-                .await
-                .map_err(|e| PipelineError::Internal(format!("making rows: {e}")))??;
-            output.append(part);
+        for wave in starts.chunks(at_once) {
+            let tasks: Vec<_> = wave
+                .iter()
+                .map(|&start| {
+                    let chunk = if count <= self.batch_size {
+                        batch.clone()
+                    } else {
+                        Arc::new(batch.slice(start..(start + self.batch_size).min(count)))
+                    };
+                    let (this, span) = (self.clone(), span.clone());
+                    tokio::task::spawn_blocking(move || span.in_scope(|| this.stage.rows(schema, &chunk)))
+                })
+                .collect();
+            for task in tasks {
+                let part = task
+                    .await
+                    .map_err(|e| PipelineError::Internal(format!("making rows: {e}")))??;
+                output.append(part);
+            }
         }
         Ok(output)
     }
