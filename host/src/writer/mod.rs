@@ -113,6 +113,9 @@ impl WriteReport {
     }
 }
 
+/// The longest one send waits for room in the client's buffer.
+const MAX_BUFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A row waiting to be written: its message, its kind, its cells.
 type PendingRow<'a> = (u32, RowKind, RowView<'a>);
 
@@ -145,7 +148,12 @@ impl FlussWriter {
     pub async fn connect_within(settings: WriterSettings, deadline: Deadline) -> Result<Self, WriteError> {
         let mut config = fluss::config::Config {
             bootstrap_servers: settings.bootstrap_servers.clone(),
-            writer_buffer_wait_timeout_ms: settings.buffer_wait_timeout.as_millis() as u64,
+            // A send blocks its thread while the client's buffer is full; cap
+            // each wait so that a send never outlasts the call's deadline by
+            // more than this (BufferExhausted is transient: the sink backs off
+            // and sends again while its deadline allows).
+            writer_buffer_wait_timeout_ms: settings.buffer_wait_timeout.min(MAX_BUFFER_WAIT).as_millis()
+                as u64,
             // The client needs retries for idempotent writes; the sink's own
             // retries (`max_retries`, 0 allowed) and its deadline bound them.
             writer_retries: settings.max_retries.clamp(1, i32::MAX as u32) as i32,
