@@ -154,8 +154,8 @@ impl Pipeline {
         let deadline = Deadline::after(config.open_timeout);
         let writer = FlussWriter::connect_within(config.writer_settings(), deadline).await?;
         let schema = match config.declared_schema()? {
-            Some(declared) => writer.ensure_table_by(&declared, deadline).await?,
-            None => writer.table_schema_by(&table, deadline).await?,
+            Some(declared) => writer.ensure_table_within(&declared, deadline).await?,
+            None => writer.table_schema_within(&table, deadline).await?,
         };
         check_table(&config, &schema)?;
         let stage = {

@@ -156,31 +156,13 @@ impl FlussWriter {
             // in others: append row by row, each with its own acknowledgement.
             Sink::Log(writer) => {
                 let send = |_: RowKind, row: &GenericRow<'static>| writer.append(row);
-                self.write_rows(
-                    table,
-                    rows,
-                    &what,
-                    send,
-                    || writer.flush(),
-                    false,
-                    deadline,
-                    failures,
-                )
-                .await?;
+                self.write_rows(table, rows, &what, send, || writer.flush(), deadline, failures)
+                    .await?;
             }
             Sink::Keyed(writer) => {
                 let send = |kind, row: &GenericRow<'static>| send_keyed(writer, kind, row);
-                self.write_rows(
-                    table,
-                    rows,
-                    &what,
-                    send,
-                    || writer.flush(),
-                    true,
-                    deadline,
-                    failures,
-                )
-                .await?;
+                self.write_rows(table, rows, &what, send, || writer.flush(), deadline, failures)
+                    .await?;
             }
         }
         Ok(())
@@ -315,7 +297,7 @@ impl FlussWriter {
     /// Sends `rows` one by one with `send`, then awaits each row's
     /// acknowledgement; messages whose rows are refused for good are added
     /// to `failures`. Rows that failed transiently are sent again after a
-    /// backoff: on a primary-key table (`keyed`) every row from the first
+    /// backoff: on a primary-key table every row from the first
     /// of them on is sent again in order, so that the last write of a key
     /// stays the last (upserts and deletes may be repeated, the final state
     /// is the same); on a log table only the failed rows are, so that no
@@ -328,11 +310,11 @@ impl FlussWriter {
         what: &str,
         send: impl Fn(RowKind, &GenericRow<'static>) -> fluss::error::Result<WriteResultFuture>,
         flush: impl Fn() -> F,
-        keyed: bool,
         deadline: Deadline,
         failures: &mut Vec<(u32, String)>,
     ) -> Result<(), WriteError> {
         let path = &table.schema.path;
+        let keyed = matches!(table.sink, Sink::Keyed(_));
         let mut converted = Vec::with_capacity(rows.len());
         for (message, kind, row) in rows {
             match arrow_rows::generic_row(row, &table.schema) {

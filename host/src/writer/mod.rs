@@ -246,23 +246,14 @@ impl FlussWriter {
             .await
     }
 
-    /// [`FlussWriter::ensure_table`] within `deadline`.
-    pub async fn ensure_table_by(
-        &self,
-        schema: &TableSchema,
-        deadline: Deadline,
-    ) -> Result<TableSchema, WriteError> {
-        self.ensure_table_within(schema, deadline).await
-    }
-
     /// The schema of an existing table, read from Fluss.
     pub async fn table_schema(&self, path: &TablePath) -> Result<TableSchema, WriteError> {
-        self.table_schema_by(path, Deadline::after(self.settings.delivery_timeout))
+        self.table_schema_within(path, Deadline::after(self.settings.delivery_timeout))
             .await
     }
 
     /// [`FlussWriter::table_schema`] within `deadline`.
-    pub async fn table_schema_by(
+    pub async fn table_schema_within(
         &self,
         path: &TablePath,
         deadline: Deadline,

@@ -99,6 +99,9 @@ pub struct Sweeper {
     last: Mutex<Option<Instant>>,
 }
 
+/// The longest one name lookup of a cluster server may take.
+const LOOKUP_TIMEOUT: Duration = Duration::from_millis(200);
+
 /// The shortest time between two sweeps asked for by a slow acknowledgement.
 const SOON: Duration = Duration::from_millis(10);
 
@@ -137,13 +140,27 @@ impl Sweeper {
             }
         }
         let mut resolved = HashSet::new();
+        let mut complete = true;
         for name in &names {
-            match tokio::net::lookup_host(name.as_str()).await {
-                Ok(addrs) => resolved.extend(addrs),
-                Err(e) => tracing::debug!("cannot resolve Fluss server {name}: {e}"),
+            // A sweep runs inside calls with deadlines: a name server that
+            // does not answer must not hold them.
+            match tokio::time::timeout(LOOKUP_TIMEOUT, tokio::net::lookup_host(name.as_str())).await {
+                Ok(Ok(addrs)) => resolved.extend(addrs),
+                Ok(Err(e)) => {
+                    complete = false;
+                    tracing::debug!("cannot resolve Fluss server {name}: {e}");
+                }
+                Err(_) => {
+                    complete = false;
+                    tracing::debug!("resolving Fluss server {name} took over {LOOKUP_TIMEOUT:?}");
+                }
             }
         }
-        *self.peers.lock().unwrap_or_else(|e| e.into_inner()) = (names, resolved.clone());
+        // Remember the names only when every one resolved: a failed lookup
+        // is tried again at the next sweep.
+        if complete {
+            *self.peers.lock().unwrap_or_else(|e| e.into_inner()) = (names, resolved.clone());
+        }
         resolved
     }
 

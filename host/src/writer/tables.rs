@@ -63,7 +63,7 @@ fn expired(path: &TablePath, step: &str) -> WriteError {
 impl FlussWriter {
     /// Creates `schema`'s database and table when absent, then opens it, all
     /// within `deadline`.
-    pub(super) async fn ensure_table_within(
+    pub async fn ensure_table_within(
         &self,
         schema: &TableSchema,
         deadline: Deadline,
