@@ -11,13 +11,20 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use fluss_row_codec::RowKind;
-use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
 use crate::schema::{Column, DataType, TablePath, TableSchema};
 use crate::transform::{Limits, TransformSpec};
 use crate::writer::WriterSettings;
 use crate::writer::routing::TablePattern;
+
+mod lenient;
+
+pub use lenient::Secret;
+use lenient::{
+    duration, lenient_string, lenient_string_map, lenient_usize, opt_byte_size, opt_duration,
+    opt_lenient_string, opt_secret,
+};
 
 /// Why a config was refused.
 #[derive(Debug, thiserror::Error)]
@@ -470,29 +477,6 @@ impl SinkConfig {
     }
 }
 
-/// A string, or a number or boolean written where a string belongs.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum StringLike {
-    Text(String),
-    Integer(i64),
-    Unsigned(u64),
-    Float(f64),
-    Bool(bool),
-}
-
-impl From<StringLike> for String {
-    fn from(v: StringLike) -> Self {
-        match v {
-            StringLike::Text(s) => s,
-            StringLike::Integer(n) => n.to_string(),
-            StringLike::Unsigned(n) => n.to_string(),
-            StringLike::Float(n) => n.to_string(),
-            StringLike::Bool(b) => b.to_string(),
-        }
-    }
-}
-
 /// Moves top-level `transform_<option>` keys into the `transform` table
 /// (`transform_config_<key>` into `transform.config`), over what it holds:
 /// the runtime's environment overrides
@@ -528,121 +512,6 @@ fn fold_transform_keys(value: &mut serde_json::Value) {
             None => {
                 transform.insert(field, moved);
             }
-        }
-    }
-}
-
-/// A value never shown: `Debug` prints `<redacted>`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `value`.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The value itself, for the one place that needs it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-fn opt_secret<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Secret>, D::Error> {
-    Ok(opt_lenient_string(d)?.map(Secret))
-}
-
-fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    StringLike::deserialize(d)
-        .map(String::from)
-        .map_err(|_| de::Error::custom("expected a string"))
-}
-
-fn opt_lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(Option::<StringLike>::deserialize(d)
-        .map_err(|_| de::Error::custom("expected a string"))?
-        .map(String::from))
-}
-
-fn lenient_string_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
-    let map = BTreeMap::<String, StringLike>::deserialize(d)
-        .map_err(|_| de::Error::custom("expected a table of strings"))?;
-    Ok(map.into_iter().map(|(k, v)| (k, v.into())).collect())
-}
-
-fn lenient_usize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    match StringLike::deserialize(d).map_err(|_| de::Error::custom("expected a whole number"))? {
-        StringLike::Unsigned(n) => usize::try_from(n).map_err(de::Error::custom),
-        StringLike::Integer(n) => {
-            usize::try_from(n).map_err(|_| de::Error::custom("expected a positive number"))
-        }
-        StringLike::Text(s) => s
-            .trim()
-            .parse()
-            .map_err(|_| de::Error::custom(format!("expected a whole number, got \"{s}\""))),
-        _ => Err(de::Error::custom("expected a whole number")),
-    }
-}
-
-fn opt_byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    let Some(v) = Option::<StringLike>::deserialize(d)
-        .map_err(|_| de::Error::custom("expected a size such as \"256 MiB\""))?
-    else {
-        return Ok(None);
-    };
-    match v {
-        StringLike::Unsigned(n) => Ok(Some(n)),
-        StringLike::Integer(n) if n >= 0 => Ok(Some(n as u64)),
-        StringLike::Text(s) => s
-            .parse::<bytesize::ByteSize>()
-            .map(|b| Some(b.as_u64()))
-            .map_err(|e| de::Error::custom(format!("size \"{s}\": {e}"))),
-        _ => Err(de::Error::custom("expected a size such as \"256 MiB\"")),
-    }
-}
-
-/// Durations as humantime strings.
-mod duration {
-    use std::time::Duration;
-
-    use serde::{Deserializer, Serializer, de};
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = super::lenient_string(d)?;
-        humantime::parse_duration(&text).map_err(|e| {
-            de::Error::custom(format!(
-                "duration \"{text}\": {e} (write it with a unit, like \"500ms\" or \"5s\")"
-            ))
-        })
-    }
-
-    pub fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*value).to_string())
-    }
-}
-
-/// Optional humantime durations.
-mod opt_duration {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        #[derive(Deserialize)]
-        struct Wrapped(#[serde(with = "super::duration")] Duration);
-        Ok(Option::<Wrapped>::deserialize(d)?.map(|w| w.0))
-    }
-
-    pub fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match value {
-            Some(v) => super::duration::serialize(v, s),
-            None => s.serialize_none(),
         }
     }
 }
