@@ -73,6 +73,12 @@ fn schema_differences(declared: &TableSchema, actual: &TableSchema) -> Vec<Strin
             declared.primary_key, actual.primary_key
         ));
     }
+    if declared.partition_keys != actual.partition_keys {
+        out.push(format!(
+            "partition keys declared {:?}, the table has {:?}",
+            declared.partition_keys, actual.partition_keys
+        ));
+    }
     out
 }
 
@@ -206,5 +212,36 @@ pub fn run(path: &Path, offline: bool) -> ExitCode {
     } else {
         println!("{} has {} problem(s)", path.display(), findings.errors);
         ExitCode::from(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath};
+
+    fn schema(primary_key: &[&str], partition_keys: &[&str]) -> TableSchema {
+        TableSchema {
+            path: TablePath::new("d", "t"),
+            columns: vec![
+                Column::new("id", DataType::BigInt, false),
+                Column::new("day", DataType::String, false),
+            ],
+            primary_key: primary_key.iter().map(|k| k.to_string()).collect(),
+            partition_keys: partition_keys.iter().map(|k| k.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn keys_and_partitioning_that_differ_are_named() {
+        assert!(schema_differences(&schema(&[], &["day"]), &schema(&[], &["day"])).is_empty());
+        let found = schema_differences(&schema(&["id", "day"], &["day"]), &schema(&["id"], &[]));
+        assert_eq!(
+            found,
+            vec![
+                r#"primary key declared ["id", "day"], the table has ["id"]"#.to_string(),
+                r#"partition keys declared ["day"], the table has []"#.to_string(),
+            ]
+        );
     }
 }

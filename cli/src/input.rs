@@ -124,6 +124,7 @@ pub fn schema_file(path: &Path) -> Result<TableSchema, InputError> {
         path: table,
         columns,
         primary_key: file.primary_key,
+        partition_keys: vec![],
     })
 }
 

@@ -155,6 +155,7 @@ mod tests {
             path: TablePath::new("db", "t"),
             columns: vec![Column::new("id", DataType::BigInt, false)],
             primary_key: vec![],
+            partition_keys: vec![],
         };
         let mut batch = MessageBatch::new(Source::default());
         for payload in [
@@ -185,6 +186,7 @@ mod tests {
             path: TablePath::new("db", "t"),
             columns: vec![Column::new("id", DataType::BigInt, false)],
             primary_key: vec!["id".into()],
+            partition_keys: vec![],
         };
         let op = |v: &str| {
             vec![Header {
@@ -219,6 +221,7 @@ mod tests {
                 Column::new("s", DataType::String, true),
             ],
             primary_key: vec![],
+            partition_keys: vec![],
         };
         let mut batch = MessageBatch::new(Source::default());
         for payload in [r#"{"id":1,"s":"x"}"#, r#"{"s":"y"}"#, r#"{"id":3}"#] {

@@ -87,6 +87,7 @@ mod tests {
                 Column::new("iggy_topic", DataType::String, true),
             ],
             primary_key: vec![],
+            partition_keys: vec![],
         };
         let mut batch = MessageBatch::new(Source {
             stream: "s".into(),

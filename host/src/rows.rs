@@ -285,6 +285,7 @@ mod tests {
             path: TablePath::new("db", "t"),
             columns: vec![Column::new("v", DataType::Int, false)],
             primary_key: vec![],
+            partition_keys: vec![],
         }
     }
 
@@ -346,6 +347,7 @@ mod tests {
             path: TablePath::new("db", "t"),
             columns: vec![Column::new("amount", DataType::Decimal(4, 2), true)],
             primary_key: vec![],
+            partition_keys: vec![],
         };
         let mut b = RowsBuilder::new();
         for text in ["99.99", "99.996", "1x"] {

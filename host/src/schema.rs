@@ -54,12 +54,19 @@ pub struct TableSchema {
     pub columns: Vec<Column>,
     /// Primary-key column names; empty for a log table.
     pub primary_key: Vec<String>,
+    /// Partition-key column names, in order; empty for an unpartitioned table.
+    pub partition_keys: Vec<String>,
 }
 
 impl TableSchema {
     /// True for a primary-key table.
     pub fn has_primary_key(&self) -> bool {
         !self.primary_key.is_empty()
+    }
+
+    /// True for a partitioned table.
+    pub fn is_partitioned(&self) -> bool {
+        !self.partition_keys.is_empty()
     }
 }
 

@@ -65,6 +65,7 @@ pub fn table(path: &str, columns: &[(&str, &str, bool)], primary_key: &[&str]) -
             })
             .collect(),
         primary_key: primary_key.iter().map(|k| k.to_string()).collect(),
+        partition_keys: vec![],
     }
 }
 
@@ -229,6 +230,61 @@ pub mod fluss_cluster {
         for bucket in 0..buckets {
             scanner.subscribe(bucket, EARLIEST_OFFSET).await.unwrap();
         }
+        poll_rows(&scanner, expected, timeout).await
+    }
+
+    /// The names of a partitioned table's partitions, sorted.
+    pub async fn partition_names(path: &TablePath) -> Vec<String> {
+        let conn = connection().await;
+        let admin = conn.get_admin().unwrap();
+        let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+        let mut names: Vec<String> = admin
+            .list_partition_infos(&fluss)
+            .await
+            .unwrap()
+            .iter()
+            .map(|p| p.get_partition_name())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Every row of one partition of a partitioned log table (all its
+    /// buckets), as [`read_log`] gives them; the partition must exist.
+    pub async fn read_partition(
+        path: &TablePath,
+        partition: &str,
+        expected: usize,
+        timeout: Duration,
+    ) -> Vec<Vec<String>> {
+        let conn = connection().await;
+        let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+        let admin = conn.get_admin().unwrap();
+        let id = admin
+            .list_partition_infos(&fluss)
+            .await
+            .unwrap()
+            .iter()
+            .find(|p| p.get_partition_name() == partition)
+            .unwrap_or_else(|| panic!("{path} has no partition `{partition}`"))
+            .get_partition_id();
+        let table = conn.get_table(&fluss).await.unwrap();
+        let buckets = table.get_table_info().get_num_buckets();
+        let scanner = table.new_scan().create_record_batch_log_scanner().unwrap();
+        for bucket in 0..buckets {
+            scanner
+                .subscribe_partition(id, bucket, EARLIEST_OFFSET)
+                .await
+                .unwrap();
+        }
+        poll_rows(&scanner, expected, timeout).await
+    }
+
+    async fn poll_rows(
+        scanner: &fluss::client::RecordBatchLogScanner,
+        expected: usize,
+        timeout: Duration,
+    ) -> Vec<Vec<String>> {
         let mut rows = Vec::new();
         let started = Instant::now();
         while rows.len() < expected && started.elapsed() < timeout {

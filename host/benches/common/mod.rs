@@ -17,6 +17,7 @@ pub fn table(path: TablePath) -> TableSchema {
             col("session", "STRING", true),
         ],
         primary_key: vec![],
+        partition_keys: vec![],
     }
 }
 

@@ -90,6 +90,19 @@ pub(super) fn lenient_usize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D:
     }
 }
 
+pub(super) fn opt_lenient_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let Some(v) =
+        Option::<StringLike>::deserialize(d).map_err(|_| de::Error::custom("expected a whole number"))?
+    else {
+        return Ok(None);
+    };
+    let text = String::from(v);
+    text.trim()
+        .parse()
+        .map(Some)
+        .map_err(|_| de::Error::custom(format!("expected a whole number, got \"{text}\"")))
+}
+
 pub(super) fn opt_byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let Some(v) = Option::<StringLike>::deserialize(d)
         .map_err(|_| de::Error::custom("expected a size such as \"256 MiB\""))?

@@ -13,18 +13,20 @@ use std::time::Duration;
 use fluss_row_codec::RowKind;
 use serde::{Deserialize, Serialize};
 
-use crate::schema::{Column, DataType, TablePath, TableSchema};
+use crate::schema::TablePath;
 use crate::transform::{Limits, TransformSpec};
 use crate::writer::WriterSettings;
 use crate::writer::routing::TablePattern;
 
 mod lenient;
+mod table;
 
 pub use lenient::Secret;
 use lenient::{
     duration, lenient_string, lenient_string_map, lenient_usize, opt_byte_size, opt_duration,
-    opt_lenient_string, opt_secret,
+    opt_lenient_string, opt_lenient_u32, opt_secret,
 };
+pub use table::AutoPartitionUnit;
 
 /// Why a config was refused.
 #[derive(Debug, thiserror::Error)]
@@ -174,6 +176,32 @@ pub struct SinkConfig {
     /// Buckets of tables the sink creates.
     #[serde(default)]
     pub bucket_count: Option<u32>,
+    /// Partition-key columns of a table the sink creates.
+    #[serde(default)]
+    pub partition_keys: Vec<String>,
+    /// Turns Fluss's auto-partitioning on for a table the sink creates: one
+    /// partition per `year`, `quarter`, `month`, `day` or `hour`.
+    #[serde(default)]
+    pub auto_partition_time_unit: Option<AutoPartitionUnit>,
+    /// Partitions Fluss creates ahead of time (its default: 2).
+    #[serde(default, deserialize_with = "opt_lenient_u32")]
+    pub auto_partition_num_precreate: Option<u32>,
+    /// Partitions Fluss keeps before dropping the oldest (its default: 7).
+    #[serde(default, deserialize_with = "opt_lenient_u32")]
+    pub auto_partition_num_retention: Option<u32>,
+    /// The partition key Fluss partitions by time, when there are several.
+    #[serde(default, deserialize_with = "opt_lenient_string")]
+    pub auto_partition_key: Option<String>,
+    /// The time zone of auto-partitioning (its default: the server's).
+    #[serde(default, deserialize_with = "opt_lenient_string")]
+    pub auto_partition_time_zone: Option<String>,
+    /// Create a partition rows need when it does not exist; left out: on
+    /// unless the table has Fluss's auto-partitioning.
+    #[serde(default)]
+    pub auto_create_partitions: Option<bool>,
+    /// Fluss table properties (`table.*`) of the tables the sink creates.
+    #[serde(default, deserialize_with = "lenient_string_map")]
+    pub table_properties: BTreeMap<String, String>,
     /// Route each JSON message by its field `dynamic_route_field`.
     #[serde(default)]
     pub dynamic_routing: bool,
@@ -299,6 +327,7 @@ impl SinkConfig {
                 "dead_letter_table is the sink's own table; name another table for dead letters".into(),
             );
         }
+        self.check_table_options()?;
         if self.sasl_username.is_some() != self.sasl_password.is_some() {
             return bad("sasl_username and sasl_password go together".into());
         }
@@ -395,40 +424,6 @@ impl SinkConfig {
         })
     }
 
-    /// The table schema declared by `columns`, if any.
-    pub fn declared_schema(&self) -> Result<Option<TableSchema>, ConfigError> {
-        if self.columns.is_empty() {
-            return Ok(None);
-        }
-        let mut columns = Vec::with_capacity(self.columns.len());
-        for c in &self.columns {
-            if columns.iter().any(|d: &Column| d.name == c.name) {
-                return Err(ConfigError::Inconsistent(format!(
-                    "column `{}` is declared twice",
-                    c.name
-                )));
-            }
-            let data_type: DataType = c
-                .data_type
-                .parse()
-                .map_err(|e| ConfigError::Inconsistent(format!("column `{}`: {e}", c.name)))?;
-            let nullable = c.nullable && !self.primary_key_columns.contains(&c.name);
-            columns.push(Column::new(c.name.clone(), data_type, nullable));
-        }
-        for key in &self.primary_key_columns {
-            if !columns.iter().any(|c| &c.name == key) {
-                return Err(ConfigError::Inconsistent(format!(
-                    "primary key column `{key}` is not among the declared columns"
-                )));
-            }
-        }
-        Ok(Some(TableSchema {
-            path: self.table_path()?,
-            columns,
-            primary_key: self.primary_key_columns.clone(),
-        }))
-    }
-
     /// The writer's settings.
     pub fn writer_settings(&self) -> WriterSettings {
         WriterSettings {
@@ -448,6 +443,8 @@ impl SinkConfig {
             allowed_tables: self.allowed_table_patterns().unwrap_or_default(),
             bucket_count: self.bucket_count.map(|n| n as i32),
             include_metadata: self.include_metadata,
+            auto_create_partitions: self.auto_create_partitions,
+            table_properties: self.table_properties(),
         }
     }
 
@@ -519,8 +516,9 @@ fn fold_transform_keys(value: &mut serde_json::Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::{Column, DataType};
 
-    fn parse(json: &str) -> Result<SinkConfig, ConfigError> {
+    pub(super) fn parse(json: &str) -> Result<SinkConfig, ConfigError> {
         SinkConfig::from_json(json)
     }
 

@@ -24,6 +24,9 @@ pub enum DeadLetterKind {
     Table,
     /// A row does not fit its table's schema.
     Schema,
+    /// A row's partition key is NULL or unusable, or its partition does
+    /// not exist and may not be created.
+    Partition,
     /// Fluss refused the message's rows for good.
     Write,
 }
@@ -37,6 +40,7 @@ impl DeadLetterKind {
             Self::ArrowIpc => "arrow_ipc",
             Self::Table => "table",
             Self::Schema => "schema",
+            Self::Partition => "partition",
             Self::Write => "write",
         }
     }
@@ -66,6 +70,7 @@ pub fn dead_letter_schema(path: TablePath) -> TableSchema {
             col("failed_at", DataType::TimestampLtz(6), false),
         ],
         primary_key: vec![],
+        partition_keys: vec![],
     }
 }
 
@@ -78,6 +83,12 @@ pub fn check_dead_letter_table(found: &TableSchema) -> Result<(), String> {
         return Err(format!(
             "it has primary key {:?}; the dead-letter table must be a log table",
             found.primary_key
+        ));
+    }
+    if found.is_partitioned() {
+        return Err(format!(
+            "it is partitioned by {:?}; the dead-letter table must be an unpartitioned log table",
+            found.partition_keys
         ));
     }
     let describe = |s: &TableSchema| {
@@ -206,6 +217,7 @@ mod tests {
             path: path(),
             columns: vec![Column::new("id", DataType::BigInt, false)],
             primary_key: vec![],
+            partition_keys: vec![],
         };
         let error = check_dead_letter_table(&other).unwrap_err();
         assert!(error.contains("(id BIGINT)"), "{error}");

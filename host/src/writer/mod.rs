@@ -15,6 +15,7 @@ mod arrow_rows;
 mod dead_letter;
 mod delivery;
 pub mod nodelay;
+mod partitions;
 pub mod routing;
 mod settings;
 mod tables;
@@ -118,6 +119,9 @@ const MAX_BUFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(50
 
 /// A row waiting to be written: its message, its kind, its cells.
 type PendingRow<'a> = (u32, RowKind, RowView<'a>);
+
+/// Rows written together: a table's index in the output, and a partition.
+type GroupKey<'p> = (u16, Option<&'p str>);
 
 /// The Fluss side of the sink: one connection, a writer per table.
 pub struct FlussWriter {
@@ -342,25 +346,43 @@ impl FlussWriter {
             }
         }
 
-        // Group the rows of live messages by table, in order.
-        let mut groups: Vec<(u16, Vec<PendingRow<'_>>)> = Vec::new();
-        for (entry, row) in output.rows.iter() {
+        // Partitioned tables: each row's partition; a row that belongs to no
+        // partition, or to one that cannot be had, dead-letters its message.
+        let partition_of = self
+            .place_in_partitions(&mut output, &mut kinds, &table_of, deadline)
+            .await?;
+
+        // Group the rows of live messages by table and partition, in order;
+        // the groups are written side by side.
+        let mut groups: Vec<(GroupKey<'_>, Vec<PendingRow<'_>>)> = Vec::new();
+        for (i, (entry, row)) in output.rows.iter().enumerate() {
             if matches!(
                 output.outcomes[entry.message as usize],
                 MessageOutcome::DeadLetter(_)
             ) {
                 continue;
             }
-            match groups.iter_mut().find(|(t, _)| *t == entry.table) {
+            let key = (entry.table, partition_of[i].as_deref());
+            match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, rows)) => rows.push((entry.message, entry.kind, row)),
-                None => groups.push((entry.table, vec![(entry.message, entry.kind, row)])),
+                None => groups.push((key, vec![(entry.message, entry.kind, row)])),
             }
         }
-
-        let mut failures: Vec<(u32, String)> = Vec::new();
-        for (table_index, rows) in &groups {
+        let writes = groups.iter().map(|((table_index, _), rows)| async {
             let table = table_of(*table_index).expect("resolved above");
-            self.write_group(table, rows, deadline, &mut failures).await?;
+            let mut failures = Vec::new();
+            let written = self.write_group(table, rows, deadline, &mut failures).await;
+            if written.is_err()
+                && let Some(partitioning) = &table.partitioning
+            {
+                // A partition may have gone (dropped, or expired by Fluss).
+                partitioning.forget();
+            }
+            written.map(|()| failures)
+        });
+        let mut failures: Vec<(u32, String)> = Vec::new();
+        for written in futures::future::join_all(writes).await {
+            failures.extend(written?);
         }
         for (message, reason) in failures {
             output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);

@@ -1,5 +1,6 @@
 //! How a writer connects and how hard it tries.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::routing::TablePattern;
@@ -34,6 +35,11 @@ pub struct WriterSettings {
     pub bucket_count: Option<i32>,
     /// Fill metadata columns from the messages (see [`crate::metadata`]).
     pub include_metadata: bool,
+    /// Create a partition rows need that does not exist; `None`: unless
+    /// Fluss creates the table's partitions itself (auto-partitioning).
+    pub auto_create_partitions: Option<bool>,
+    /// Fluss table properties (`table.*`) of the tables the sink creates.
+    pub table_properties: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for WriterSettings {
@@ -51,6 +57,8 @@ impl std::fmt::Debug for WriterSettings {
             .field("allowed_tables", &self.allowed_tables)
             .field("bucket_count", &self.bucket_count)
             .field("include_metadata", &self.include_metadata)
+            .field("auto_create_partitions", &self.auto_create_partitions)
+            .field("table_properties", &self.table_properties)
             .finish()
     }
 }
@@ -70,6 +78,8 @@ impl Default for WriterSettings {
             allowed_tables: Vec::new(),
             bucket_count: None,
             include_metadata: false,
+            auto_create_partitions: None,
+            table_properties: BTreeMap::new(),
         }
     }
 }

@@ -2,12 +2,14 @@
 //! schema, the fluss-rs writer), created when the config declares them, and
 //! routed tables resolved by name.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use fluss::client::{AppendWriter, UpsertWriter};
 use fluss::metadata::{DataTypes, Schema as FlussSchema, TableDescriptor, TablePath as FlussPath};
 
+use super::partitions::Partitioning;
 use super::{FlussWriter, WriteError};
 use crate::deadline::Deadline;
 use crate::schema::{Column, DataType, TablePath, TableSchema};
@@ -26,6 +28,8 @@ pub(super) struct Table {
     /// An appended Arrow batch lands in one bucket whole (no bucket key, or
     /// one bucket); otherwise fluss-rs splits it across buckets.
     pub whole_batches: bool,
+    /// The table's partitions, when it is partitioned.
+    pub partitioning: Option<Partitioning>,
 }
 
 pub(super) fn fluss_path(path: &TablePath) -> FlussPath {
@@ -87,9 +91,19 @@ impl FlussWriter {
                 .primary_key(schema.primary_key.clone())
                 .map_err(|e| fail(e.to_string()))?;
         }
+        // Auto-partitioning applies to partitioned tables only (the dead-letter
+        // table, for one, is not).
+        let properties: HashMap<&String, &String> = self
+            .settings
+            .table_properties
+            .iter()
+            .filter(|(k, _)| schema.is_partitioned() || !k.starts_with("table.auto-partition."))
+            .collect();
         let descriptor = TableDescriptor::builder()
             .schema(builder.build().map_err(|e| fail(e.to_string()))?)
+            .partitioned_by(schema.partition_keys.clone())
             .distributed_by(self.settings.bucket_count, Vec::new())
+            .properties(properties)
             .build()
             .map_err(|e| fail(e.to_string()))?;
         deadline
@@ -144,7 +158,14 @@ impl FlussWriter {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            partition_keys: info.get_partition_keys().to_vec(),
         };
+        let partitioning = Partitioning::of(
+            &schema,
+            info.is_auto_partitioned(),
+            self.settings.auto_create_partitions,
+        )
+        .map_err(fail)?;
         let arrow_schema = fluss::record::to_arrow_schema(row_type).map_err(|e| fail(e.to_string()))?;
         let sink = if table.has_primary_key() {
             Sink::Keyed(
@@ -166,6 +187,7 @@ impl FlussWriter {
             arrow_schema,
             sink,
             whole_batches: !info.has_bucket_key() || info.get_num_buckets() <= 1,
+            partitioning,
         })
     }
 
