@@ -343,3 +343,72 @@ async fn with_auto_create_partitions_on_an_auto_partitioned_table_gets_the_parti
         2
     );
 }
+
+/// One Arrow IPC stream of (`id`, `region`) rows.
+fn ipc_payload(rows: &[(i64, Option<&str>)]) -> Vec<u8> {
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType as ArrowType, Field, Schema};
+    use arrow::ipc::writer::StreamWriter;
+    use arrow::record_batch::RecordBatch;
+    use std::sync::Arc;
+
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", ArrowType::Int64, false),
+        Field::new("region", ArrowType::Utf8, true),
+    ]));
+    let record = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+        ],
+    )
+    .unwrap();
+    let mut ipc = Vec::new();
+    let mut writer = StreamWriter::try_new(&mut ipc, &schema).unwrap();
+    writer.write(&record).unwrap();
+    writer.finish().unwrap();
+    drop(writer);
+    ipc
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arrow_ipc_payloads_are_split_by_partition() {
+    let path = unique_table("pipc");
+    let settings = settings();
+    let dlq = settings.dead_letter_table.clone().unwrap();
+    let w = writer(settings).await;
+    let mut declared = table(
+        &path.to_string(),
+        &[("id", "BIGINT", false), ("region", "STRING", true)],
+        &[],
+    );
+    declared.partition_keys = vec!["region".into()];
+    w.ensure_table(&declared).await.unwrap();
+
+    let mixed = ipc_payload(&[(1, Some("eu")), (2, Some("us")), (3, Some("eu")), (4, Some("ap"))]);
+    let one = ipc_payload(&[(5, Some("us"))]);
+    let null_key = ipc_payload(&[(6, Some("eu")), (7, None)]);
+    let batch = integration_tests::batch_of(&[&mixed, &one, &null_key], &[]);
+    let report = w.write_arrow_ipc(&batch, &path).await.unwrap();
+    assert_eq!((report.written, report.dead_lettered), (2, 1));
+
+    for (region, ids) in [("eu", vec!["1", "3"]), ("us", vec!["2", "5"]), ("ap", vec!["4"])] {
+        let rows = read_partition(&path, region, ids.len(), Duration::from_secs(20)).await;
+        assert_eq!(
+            rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
+            ids,
+            "partition {region}"
+        );
+    }
+    let letters = read_log(&dlq, 1, Duration::from_secs(20)).await;
+    assert_eq!(
+        (letters[0][3].as_str(), letters[0][7].as_str()),
+        ("2", "partition")
+    );
+    assert!(
+        letters[0][8].contains("row 1") && letters[0][8].contains("NULL"),
+        "{}",
+        letters[0][8]
+    );
+}

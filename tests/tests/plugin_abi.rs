@@ -207,6 +207,86 @@ fn a_tenant_router_writes_two_tables() {
 }
 
 #[test]
+fn a_transform_routes_into_partitioned_tables_with_metadata_columns() {
+    use integration_tests::fluss_cluster::{partition_names, read_partition};
+    let plugin = Plugin::load();
+    let path = unique_table("abi_parts");
+    let dlq = unique_table("abi_parts_dlq");
+    let prefix = format!("{}_", path.table);
+    let id = next_id();
+    let config = json!({
+        "bootstrap_servers": bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "columns": [
+            {"name": "tenant", "type": "STRING"},
+            {"name": "region", "type": "STRING"},
+            {"name": "v", "type": "INT"},
+            {"name": "iggy_offset", "type": "BIGINT"}
+        ],
+        "partition_keys": ["region"],
+        "include_metadata": true,
+        "auto_create_table": true,
+        "allowed_tables": [format!("{}.{prefix}*", path.database)],
+        "dead_letter_table": dlq.to_string(),
+        "delivery_timeout": "60s",
+        "transform": {
+            "path": component("tenant-router"),
+            "cache_dir": test_cache_dir(),
+            "config": {"prefix": prefix}
+        }
+    });
+    open(plugin, id, &config);
+    let rows = [
+        ("acme", Some("eu")),
+        ("globex", Some("us")),
+        ("acme", Some("us")),
+        ("acme", None),
+        ("globex", Some("us")),
+        ("acme", Some("eu")),
+    ];
+    let messages: Vec<TestMessage> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, (tenant, region))| {
+            let region = region.map_or(String::new(), |r| format!(r#","region":"{r}""#));
+            TestMessage::text(i as u64, &format!(r#"{{"tenant":"{tenant}","v":{i}{region}}}"#))
+        })
+        .collect();
+    assert_eq!(plugin.consume(id, "app", "events", JSON, &messages), 0);
+
+    let acme = TablePath::new(path.database.clone(), format!("{prefix}acme"));
+    let globex = TablePath::new(path.database.clone(), format!("{prefix}globex"));
+    assert_eq!(
+        block(partition_names(&acme)),
+        vec!["eu", "us"],
+        "the routed table is partitioned like the sink's"
+    );
+    assert_eq!(block(partition_names(&globex)), vec!["us"]);
+    let offsets = |table: &TablePath, partition: &str, n: usize| -> Vec<String> {
+        block(read_partition(table, partition, n, Duration::from_secs(30)))
+            .into_iter()
+            .map(|row| format!("{}/{}/{}", row[1], row[2], row[3]))
+            .collect()
+    };
+    assert_eq!(offsets(&acme, "eu", 2), ["eu/0/0", "eu/5/5"]);
+    assert_eq!(offsets(&acme, "us", 1), ["us/2/2"]);
+    assert_eq!(offsets(&globex, "us", 2), ["us/1/1", "us/4/4"]);
+    let letters = block(read_log(&dlq, 1, Duration::from_secs(30)));
+    assert_eq!(letters.len(), 1);
+    assert_eq!(
+        (letters[0][3].as_str(), letters[0][7].as_str()),
+        ("3", "partition")
+    );
+    assert!(
+        letters[0][8].contains("partition key `region`"),
+        "{}",
+        letters[0][8]
+    );
+    assert_eq!(plugin.close(id), 0);
+}
+
+#[test]
 fn a_bad_config_is_refused_naming_what_is_wrong() {
     let plugin = Plugin::load();
     let id = next_id();

@@ -20,7 +20,7 @@ pub mod routing;
 mod settings;
 mod tables;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
@@ -458,12 +458,12 @@ impl FlussWriter {
             });
         };
         let mut report = WriteReport::default();
-        let mut reasons = Vec::new();
+        let mut reasons: Vec<(usize, DeadLetterKind, String)> = Vec::new();
         for (i, message) in batch.iter().enumerate() {
             let record = match arrow_ipc::decode(message.payload, &target.arrow_schema) {
                 Ok(b) => b,
                 Err(reason) => {
-                    reasons.push((i, reason));
+                    reasons.push((i, DeadLetterKind::ArrowIpc, reason));
                     continue;
                 }
             };
@@ -471,18 +471,47 @@ impl FlussWriter {
                 report.filtered += 1;
                 continue;
             }
+            // A partitioned table takes one append per partition.
+            let parts = match &target.partitioning {
+                None => vec![(None, record)],
+                Some(partitioning) => match partitioning.split(&record) {
+                    Ok(parts) => parts.into_iter().map(|(n, b)| (Some(n), b)).collect(),
+                    Err(reason) => {
+                        reasons.push((i, DeadLetterKind::Partition, format!("table {table}: {reason}")));
+                        continue;
+                    }
+                },
+            };
+            let names: HashSet<String> = parts.iter().filter_map(|(n, _)| n.clone()).collect();
+            let refused = self.ensure_partitions(&target, &names, deadline).await?;
+            if let Some(reason) = names.iter().find_map(|n| refused.get(n)) {
+                reasons.push((i, DeadLetterKind::Partition, reason.clone()));
+                continue;
+            }
             let what = format!("the Arrow rows of offset {} to {table}", message.offset);
-            let ack = self.deliver(table, &what, true, deadline, || {
-                writer.append_arrow_batch(record.clone())
-            });
-            match delivery::racing_flush(ack, writer.flush()).await? {
-                Ok(()) => report.written += 1,
-                Err(reason) => reasons.push((i, reason)),
+            let mut failed = None;
+            for (_, part) in &parts {
+                let ack = self.deliver(table, &what, true, deadline, || {
+                    writer.append_arrow_batch(part.clone())
+                });
+                let acked = delivery::racing_flush(ack, writer.flush()).await;
+                if let (Err(_), Some(partitioning)) = (&acked, &target.partitioning) {
+                    // A partition may have gone (dropped, or expired by Fluss).
+                    partitioning.forget();
+                }
+                if let Err(reason) = acked? {
+                    failed = Some(reason);
+                    break;
+                }
+            }
+            match failed {
+                None => report.written += 1,
+                Some(reason) => reasons.push((i, DeadLetterKind::ArrowIpc, reason)),
             }
         }
         let letters: Vec<_> = reasons
             .iter()
-            .map(|(i, reason)| (*i, DeadLetterKind::ArrowIpc, reason.as_str()))
+            .map(|(i, kind, reason)| (*i, *kind, reason.as_str()))
             .collect();
         report.dead_lettered = letters.len();
         self.dead_letter(batch, &letters, deadline).await?;

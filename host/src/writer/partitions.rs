@@ -10,6 +10,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use arrow::array::{Array, ArrayRef};
+use arrow::record_batch::RecordBatch;
 use fluss::metadata::{PartitionSpec, TablePath as FlussPath};
 use fluss_row_codec::{Cell, RowView};
 use jiff::ToSpan;
@@ -66,11 +68,46 @@ impl Partitioning {
 
     /// The name of the partition `row` belongs to, or why it belongs to none.
     pub fn partition_of(&self, row: &RowView<'_>) -> Result<String, String> {
+        self.name_with(|index| Ok(row.cells().nth(index)))
+    }
+
+    /// The partition of each row of an Arrow batch of the table, as the
+    /// batch's rows grouped by partition, in order of first appearance.
+    pub fn split(&self, batch: &RecordBatch) -> Result<Vec<(String, RecordBatch)>, String> {
+        let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
+        for row in 0..batch.num_rows() {
+            let name = self
+                .name_with(|index| arrow_cell(batch.column(index), row).map(Some))
+                .map_err(|e| format!("row {row}: {e}"))?;
+            match groups.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, rows)) => rows.push(row as u32),
+                None => groups.push((name, vec![row as u32])),
+            }
+        }
+        if let [(name, _)] = groups.as_slice() {
+            return Ok(vec![(name.clone(), batch.clone())]);
+        }
+        groups
+            .into_iter()
+            .map(|(name, rows)| {
+                let indices = arrow::array::UInt32Array::from(rows);
+                arrow::compute::take_record_batch(batch, &indices)
+                    .map(|part| (name, part))
+                    .map_err(|e| format!("cannot split the batch by partition: {e}"))
+            })
+            .collect()
+    }
+
+    /// The partition name made of the cells `cell_at` gives for the key
+    /// columns' indexes.
+    fn name_with<'c>(
+        &self,
+        cell_at: impl Fn(usize) -> Result<Option<Cell<'c>>, String>,
+    ) -> Result<String, String> {
         let mut name = String::new();
         for (i, (index, key, data_type)) in self.keys.iter().enumerate() {
-            let cell = row
-                .cells()
-                .nth(*index)
+            let cell = cell_at(*index)
+                .map_err(|e| format!("partition key `{key}`: {e}"))?
                 .ok_or_else(|| format!("the row has no cell for partition key `{key}`"))?;
             let value =
                 partition_value(cell, *data_type).map_err(|e| format!("partition key `{key}`: {e}"))?;
@@ -107,6 +144,48 @@ impl Partitioning {
         let known = self.known.lock().expect("partition set poisoned");
         names.into_iter().filter(|n| !known.contains(*n)).collect()
     }
+}
+
+/// Row `row` of an Arrow column of a partition key, as a cell.
+fn arrow_cell(array: &ArrayRef, row: usize) -> Result<Cell<'_>, String> {
+    use arrow::array::{AsArray, types as t};
+    use arrow::datatypes::{DataType as A, TimeUnit};
+    if array.is_null(row) {
+        return Ok(Cell::Null);
+    }
+    Ok(match array.data_type() {
+        A::Utf8 => Cell::String(array.as_string::<i32>().value(row)),
+        A::LargeUtf8 => Cell::String(array.as_string::<i64>().value(row)),
+        A::Boolean => Cell::Boolean(array.as_boolean().value(row)),
+        A::Int8 => Cell::TinyInt(array.as_primitive::<t::Int8Type>().value(row)),
+        A::Int16 => Cell::SmallInt(array.as_primitive::<t::Int16Type>().value(row)),
+        A::Int32 => Cell::Int(array.as_primitive::<t::Int32Type>().value(row)),
+        A::Int64 => Cell::BigInt(array.as_primitive::<t::Int64Type>().value(row)),
+        A::Float32 => Cell::Float(array.as_primitive::<t::Float32Type>().value(row)),
+        A::Float64 => Cell::Double(array.as_primitive::<t::Float64Type>().value(row)),
+        A::Date32 => Cell::Date(array.as_primitive::<t::Date32Type>().value(row)),
+        A::Binary => Cell::Bytes(array.as_binary::<i32>().value(row)),
+        A::FixedSizeBinary(_) => Cell::Bytes(array.as_fixed_size_binary().value(row)),
+        A::Time32(TimeUnit::Millisecond) => {
+            Cell::Time(array.as_primitive::<t::Time32MillisecondType>().value(row))
+        }
+        A::Timestamp(unit, zone) => {
+            let micros = match unit {
+                TimeUnit::Second => array.as_primitive::<t::TimestampSecondType>().value(row) * 1_000_000,
+                TimeUnit::Millisecond => {
+                    array.as_primitive::<t::TimestampMillisecondType>().value(row) * 1_000
+                }
+                TimeUnit::Microsecond => array.as_primitive::<t::TimestampMicrosecondType>().value(row),
+                TimeUnit::Nanosecond => array.as_primitive::<t::TimestampNanosecondType>().value(row) / 1_000,
+            };
+            if zone.is_some() {
+                Cell::TimestampLtz(micros)
+            } else {
+                Cell::Timestamp(micros)
+            }
+        }
+        other => return Err(format!("an Arrow {other} column cannot key a partition here")),
+    })
 }
 
 /// A partition-key cell as Fluss writes it in a partition name. Types that
