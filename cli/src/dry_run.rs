@@ -172,9 +172,11 @@ pub fn run(args: Args) -> Result<ExitCode, DryRunError> {
 }
 
 /// A cell as JSON: numbers and text as they are, bytes in base64, dates
-/// and times in ISO-8601, decimals as their text.
-fn cell_json(cell: Cell<'_>) -> Value {
-    match cell {
+/// and times in ISO-8601, decimals as their text; `None` for an absent cell
+/// (a column a partial update leaves out, which is not NULL).
+fn cell_json(cell: Cell<'_>) -> Option<Value> {
+    Some(match cell {
+        Cell::Absent => return None,
         Cell::Null => Value::Null,
         Cell::Boolean(b) => b.into(),
         Cell::TinyInt(n) => n.into(),
@@ -197,38 +199,95 @@ fn cell_json(cell: Cell<'_>) -> Value {
         Cell::TimestampLtz(us) => {
             chrono::DateTime::from_timestamp_micros(us).map_or(Value::from(us), |t| t.to_rfc3339().into())
         }
-    }
+    })
 }
 
-/// One row's cells by column name when the sink table's columns fit, else by position.
-fn cells_json(row: &fluss_row_codec::RowView<'_>, schema: &TableSchema) -> Value {
-    let cells: Vec<Value> = row.cells().map(cell_json).collect();
-    if cells.len() == schema.columns.len() {
+/// How an absent cell shows where cells are listed by position.
+const ABSENT: &str = "<absent>";
+
+/// One row as shown: its table, kind, cells, and the columns it leaves out.
+#[derive(Clone)]
+struct ShownRow {
+    table: String,
+    kind: &'static str,
+    /// By column name when the sink table's columns fit (absent cells left
+    /// out), else by position (absent cells as [`ABSENT`]).
+    cells: Value,
+    /// Columns (or positions) a partial update leaves out.
+    absent: Vec<String>,
+}
+
+fn shown_row(
+    table: String,
+    kind: &'static str,
+    row: &fluss_row_codec::RowView<'_>,
+    schema: &TableSchema,
+) -> ShownRow {
+    let cells: Vec<Option<Value>> = row.cells().map(cell_json).collect();
+    let by_name = cells.len() == schema.columns.len();
+    let name_of = |i: usize| {
+        if by_name {
+            schema.columns[i].name.clone()
+        } else {
+            i.to_string()
+        }
+    };
+    let absent = (0..cells.len())
+        .filter(|&i| cells[i].is_none())
+        .map(name_of)
+        .collect();
+    let cells = if by_name {
         Value::Object(
             schema
                 .columns
                 .iter()
                 .zip(cells)
-                .map(|(c, v)| (c.name.clone(), v))
+                .filter_map(|(c, v)| Some((c.name.clone(), v?)))
                 .collect(),
         )
     } else {
-        Value::Array(cells)
+        Value::Array(
+            cells
+                .into_iter()
+                .map(|v| v.unwrap_or_else(|| ABSENT.into()))
+                .collect(),
+        )
+    };
+    ShownRow {
+        table,
+        kind,
+        cells,
+        absent,
     }
 }
 
-/// Each message's rows as (table, kind, cells).
-fn rows_by_message(
-    output: &TransformOutput,
-    schema: &TableSchema,
-) -> Vec<Vec<(String, &'static str, Value)>> {
+impl ShownRow {
+    fn to_json(&self) -> Value {
+        let mut value = json!({"table": self.table, "kind": self.kind, "cells": self.cells});
+        if !self.absent.is_empty() {
+            value["absent"] = json!(self.absent);
+        }
+        value
+    }
+
+    fn to_text(&self) -> String {
+        if self.absent.is_empty() {
+            self.cells.to_string()
+        } else {
+            format!("{} (absent: {})", self.cells, self.absent.join(", "))
+        }
+    }
+}
+
+/// Each message's rows.
+fn rows_by_message(output: &TransformOutput, schema: &TableSchema) -> Vec<Vec<ShownRow>> {
     let mut by_message = vec![Vec::new(); output.outcomes.len()];
     for (entry, row) in output.rows.iter() {
         let table = output
             .rows
             .table_name(entry.table)
             .map_or_else(|| schema.path.to_string(), str::to_string);
-        by_message[entry.message as usize].push((table, entry.kind.name(), cells_json(&row, schema)));
+        by_message[entry.message as usize].push(shown_row(table, entry.kind.name(), &row, schema));
     }
     by_message
 }
@@ -250,7 +309,7 @@ fn json_lines(
                 MessageOutcome::Rows(_) => json!({
                     "offset": offset,
                     "outcome": "rows",
-                    "rows": rows[i].iter().map(|(t, k, c)| json!({"table": t, "kind": k, "cells": c})).collect::<Vec<_>>(),
+                    "rows": rows[i].iter().map(ShownRow::to_json).collect::<Vec<_>>(),
                 }),
                 MessageOutcome::DeadLetter(reason) => {
                     json!({"offset": offset, "outcome": "dead_letter", "reason": reason})
@@ -279,8 +338,8 @@ fn table(
                 table.add_row([offset.as_str(), "filtered", "", "", ""]);
             }
             MessageOutcome::Rows(_) => {
-                for (table_name, kind, cells) in &rows[i] {
-                    table.add_row([offset.as_str(), "row", table_name, kind, &cells.to_string()]);
+                for row in &rows[i] {
+                    table.add_row([offset.as_str(), "row", &row.table, row.kind, &row.to_text()]);
                 }
             }
             MessageOutcome::DeadLetter(reason) => {
@@ -297,17 +356,45 @@ mod tests {
 
     #[test]
     fn cells_render_as_json_a_reader_expects() {
-        assert_eq!(cell_json(Cell::Date(19_723)), json!("2024-01-01"));
-        assert_eq!(cell_json(Cell::Time(3_723_004)), json!("01:02:03.004"));
+        let shown = |cell| cell_json(cell).unwrap();
+        assert_eq!(shown(Cell::Date(19_723)), json!("2024-01-01"));
+        assert_eq!(shown(Cell::Time(3_723_004)), json!("01:02:03.004"));
         assert_eq!(
-            cell_json(Cell::Timestamp(1_704_067_200_000_001)),
+            shown(Cell::Timestamp(1_704_067_200_000_001)),
             json!("2024-01-01 00:00:00.000001")
         );
+        assert_eq!(shown(Cell::TimestampLtz(0)), json!("1970-01-01T00:00:00+00:00"));
+        assert_eq!(shown(Cell::Bytes(b"hi")), json!("aGk="));
+        assert_eq!(shown(Cell::Decimal("1.50")), json!("1.50"));
+        assert_eq!(cell_json(Cell::Absent), None);
+    }
+
+    #[test]
+    fn absent_cells_show_apart_from_null() {
+        use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath};
+        let schema = TableSchema {
+            path: TablePath::new("d", "t"),
+            columns: vec![
+                Column::new("id", DataType::BigInt, false),
+                Column::new("name", DataType::String, true),
+                Column::new("score", DataType::Int, true),
+            ],
+            primary_key: vec!["id".into()],
+            partition_keys: vec![],
+        };
+        let mut b = fluss_row_codec::RowsBuilder::new();
+        b.begin_row(RowKind::Upsert, 0);
+        b.bigint(1);
+        b.null();
+        b.absent();
+        b.end_row();
+        let bytes = b.into_bytes();
+        let row = fluss_row_codec::Rows::new(&bytes).next().unwrap().unwrap();
+        let shown = shown_row("d.t".into(), "upsert", &row, &schema);
         assert_eq!(
-            cell_json(Cell::TimestampLtz(0)),
-            json!("1970-01-01T00:00:00+00:00")
+            shown.to_json(),
+            json!({"table": "d.t", "kind": "upsert", "cells": {"id": 1, "name": null}, "absent": ["score"]})
         );
-        assert_eq!(cell_json(Cell::Bytes(b"hi")), json!("aGk="));
-        assert_eq!(cell_json(Cell::Decimal("1.50")), json!("1.50"));
+        assert_eq!(shown.to_text(), r#"{"id":1,"name":null} (absent: score)"#);
     }
 }

@@ -49,7 +49,17 @@ impl JsonMapping {
             })
             .collect();
         Self {
-            mapper: JsonMapper::new(columns),
+            mapper: JsonMapper::new(columns).partial_update(self.mapper.is_partial_update()),
+            ..self
+        }
+    }
+
+    /// With `on` (`partial_update`), a field missing from a payload leaves
+    /// its column as it is in the table instead of setting it NULL; NOT
+    /// NULL columns, the keys among them, are still required.
+    pub fn with_partial_update(self, on: bool) -> Self {
+        Self {
+            mapper: self.mapper.partial_update(on),
             ..self
         }
     }

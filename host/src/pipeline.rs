@@ -66,6 +66,7 @@ impl RowStage {
             }
             (None, PayloadFormat::Json) => Self::Json(
                 JsonMapping::new(schema, config.write_mode().row_kind())
+                    .with_partial_update(config.partial_update)
                     .with_metadata(config.include_metadata)
                     .with_route_field(config.route_field())
                     .with_op_header(
@@ -337,6 +338,11 @@ fn check_table(config: &SinkConfig, schema: &TableSchema) -> Result<(), Pipeline
             "its primary key is {:?}, the config says {:?}",
             schema.primary_key, config.primary_key_columns
         ));
+    }
+    if config.partial_update
+        && let Some(reason) = crate::rows::partial_update_refusal(schema)
+    {
+        return mismatch(format!("partial_update is on, but {reason}"));
     }
     Ok(())
 }

@@ -254,6 +254,10 @@ pub fn check_row(schema: &TableSchema, row: &RowView<'_>) -> Result<(), String> 
         ));
     }
     for (cell, column) in row.cells().zip(&schema.columns) {
+        if matches!(cell, Cell::Absent) {
+            absent_allowed(schema, row.kind, &column.name, column.nullable)?;
+            continue;
+        }
         cell.fits(column)?;
         // The codec checks that a DECIMAL cell is text; whether it fits the
         // column's precision after rounding to its scale is checked here.
@@ -262,6 +266,42 @@ pub fn check_row(schema: &TableSchema, row: &RowView<'_>) -> Result<(), String> 
         }
     }
     Ok(())
+}
+
+/// Whether a row of `kind` may leave column `name` out: only upserts on
+/// primary-key tables may (a partial update), never a key column, and
+/// only a nullable one (Fluss fills the columns a partial update leaves
+/// out of a new row with NULL). A delete needs its key only.
+fn absent_allowed(schema: &TableSchema, kind: RowKind, name: &str, nullable: bool) -> Result<(), String> {
+    if schema.primary_key.iter().any(|k| k == name) {
+        return Err(format!("key column `{name}` is absent; a row must give its key"));
+    }
+    match kind {
+        RowKind::Append => Err(format!(
+            "column `{name}` is absent; a log table's rows give every column (NULL for none)"
+        )),
+        RowKind::Upsert if !nullable => Err(format!(
+            "column `{name}` is absent but NOT NULL; a partial update may leave out nullable columns only"
+        )),
+        RowKind::Upsert => match partial_update_refusal(schema) {
+            Some(reason) => Err(format!("column `{name}` is absent, but {reason}")),
+            None => Ok(()),
+        },
+        RowKind::Delete => Ok(()),
+    }
+}
+
+/// Why `schema`'s table cannot take partial updates, if it cannot: Fluss
+/// needs every column outside the primary key nullable.
+pub fn partial_update_refusal(schema: &TableSchema) -> Option<String> {
+    let column = schema
+        .columns
+        .iter()
+        .find(|c| !c.nullable && !schema.primary_key.contains(&c.name))?;
+    Some(format!(
+        "the table cannot take partial updates: column `{}` is NOT NULL and not in the primary key (Fluss needs every other column nullable)",
+        column.name
+    ))
 }
 
 #[cfg(test)]
@@ -412,5 +452,53 @@ mod tests {
         assert!(check_row(&s, &row).is_ok());
         s.primary_key = vec!["v".into()];
         assert!(check_row(&s, &row).unwrap_err().contains("primary-key table"));
+    }
+
+    #[test]
+    fn only_partial_upserts_leave_nullable_non_key_columns_out() {
+        let keyed = TableSchema {
+            path: TablePath::new("db", "t"),
+            columns: vec![
+                Column::new("id", DataType::BigInt, false),
+                Column::new("name", DataType::String, true),
+                Column::new("score", DataType::Int, false),
+            ],
+            primary_key: vec!["id".into()],
+            partition_keys: vec![],
+        };
+        let check = |schema: &TableSchema, kind: RowKind, cells: [bool; 3]| {
+            let mut b = RowsBuilder::new();
+            b.begin_row(kind, 0);
+            for (i, present) in cells.into_iter().enumerate() {
+                match (present, i) {
+                    (false, _) => b.absent(),
+                    (true, 1) => b.string("x"),
+                    (true, _) => b.bigint(1),
+                }
+            }
+            b.end_row();
+            let bytes = b.into_bytes();
+            let row = Rows::new(&bytes).next().unwrap().unwrap();
+            check_row(schema, &row)
+        };
+        let mut keyed = keyed;
+        keyed.columns[2].data_type = DataType::BigInt;
+        let not_null = check(&keyed, RowKind::Upsert, [true, false, true]).unwrap_err();
+        assert!(
+            not_null.contains("cannot take partial updates: column `score`"),
+            "{not_null}"
+        );
+        keyed.columns[2].nullable = true;
+        assert!(check(&keyed, RowKind::Upsert, [true, false, true]).is_ok());
+        assert!(check(&keyed, RowKind::Delete, [true, false, false]).is_ok());
+        let key = check(&keyed, RowKind::Upsert, [false, true, true]).unwrap_err();
+        assert!(key.contains("key column `id` is absent"), "{key}");
+        keyed.columns[1].nullable = false;
+        let not_null = check(&keyed, RowKind::Upsert, [true, false, true]).unwrap_err();
+        assert!(not_null.contains("`name` is absent but NOT NULL"), "{not_null}");
+        let mut log = keyed.clone();
+        log.primary_key.clear();
+        let append = check(&log, RowKind::Append, [true, false, true]).unwrap_err();
+        assert!(append.contains("log table's rows give every column"), "{append}");
     }
 }

@@ -47,6 +47,8 @@ pub enum Cell<'a> {
     Timestamp(i64),
     /// TIMESTAMP_LTZ, microseconds since the epoch UTC.
     TimestampLtz(i64),
+    /// Left out of a partial update: the column keeps its value.
+    Absent,
 }
 
 impl Cell<'_> {
@@ -68,16 +70,20 @@ impl Cell<'_> {
             Self::Time(_) => "TIME",
             Self::Timestamp(_) => "TIMESTAMP",
             Self::TimestampLtz(_) => "TIMESTAMP_LTZ",
+            Self::Absent => "ABSENT",
         }
     }
 
     /// Whether this cell can be written to `column` as it is. Integers fit
     /// wider integer columns and FLOAT fits DOUBLE; everything else must
-    /// match its column's type (STRING fits CHAR, BYTES fits BINARY).
+    /// match its column's type (STRING fits CHAR, BYTES fits BINARY). An
+    /// absent cell fits any column here; whether the row may leave the
+    /// column out depends on the row and the table.
     pub fn fits(&self, column: &Column) -> Result<(), String> {
         use DataType as T;
         let ok = match (self, column.data_type) {
             (Self::Null, _) => column.nullable,
+            (Self::Absent, _) => true,
             (Self::Boolean(_), T::Boolean) => true,
             (Self::TinyInt(_), t) => t.is_integer(),
             (Self::SmallInt(_), T::SmallInt | T::Int | T::BigInt) => true,
@@ -259,6 +265,7 @@ impl<'a> Reader<'a> {
             tag::TIME => Cell::Time(i32::from_le_bytes(self.array()?)),
             tag::TIMESTAMP => Cell::Timestamp(i64::from_le_bytes(self.array()?)),
             tag::TIMESTAMP_LTZ => Cell::TimestampLtz(i64::from_le_bytes(self.array()?)),
+            tag::ABSENT => Cell::Absent,
             other => {
                 self.pos -= 1;
                 return Err(self.error(format!("unknown cell tag {other}")));
@@ -301,6 +308,7 @@ mod tests {
         b.time(3_600_000);
         b.timestamp(1_700_000_000_000_000);
         b.timestamp_ltz(-5);
+        b.absent();
         b.end_row();
         b.begin_row(RowKind::Delete, 0);
         b.end_row();
@@ -328,6 +336,7 @@ mod tests {
                 Cell::Time(3_600_000),
                 Cell::Timestamp(1_700_000_000_000_000),
                 Cell::TimestampLtz(-5),
+                Cell::Absent,
             ]
         );
         assert_eq!(rows[1].kind, RowKind::Delete);

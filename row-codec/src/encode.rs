@@ -141,7 +141,13 @@ impl RowsBuilder {
             Cell::Time(v) => self.time(v),
             Cell::Timestamp(v) => self.timestamp(v),
             Cell::TimestampLtz(v) => self.timestamp_ltz(v),
+            Cell::Absent => self.absent(),
         }
+    }
+
+    /// Appends an absent cell: the column is left out of a partial update.
+    pub fn absent(&mut self) {
+        self.fixed(tag::ABSENT, []);
     }
 
     /// Appends a NULL cell.

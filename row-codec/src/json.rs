@@ -18,6 +18,8 @@
 //! | TIMESTAMP_LTZ | RFC 3339 with an offset, ISO-8601 without one (read as UTC), or integer epoch milliseconds |
 //!
 //! `null` and a missing field give NULL, which a NOT NULL column refuses.
+//! Under [`JsonMapper::partial_update`] a missing field of a nullable column
+//! is absent instead (left out of the update), while `null` stays NULL.
 //! Fields without a column are ignored. Objects and arrays convert to nothing.
 
 use std::borrow::Cow;
@@ -58,6 +60,7 @@ pub enum MapError {
 #[derive(Debug, Clone)]
 pub struct JsonMapper {
     columns: Vec<Column>,
+    partial: bool,
 }
 
 /// One parsed value per column; inline for tables of up to 16 columns, so
@@ -85,7 +88,23 @@ enum Typed<'de> {
 impl JsonMapper {
     /// A mapper for rows with these columns, in this order.
     pub fn new(columns: Vec<Column>) -> Self {
-        Self { columns }
+        Self {
+            columns,
+            partial: false,
+        }
+    }
+
+    /// With `on`, a field missing from the payload is an absent cell when
+    /// its column is nullable (a partial update leaves it as it is); NOT
+    /// NULL columns, the keys among them, are always required.
+    pub fn partial_update(mut self, on: bool) -> Self {
+        self.partial = on;
+        self
+    }
+
+    /// Whether missing fields are absent cells (see [`Self::partial_update`]).
+    pub fn is_partial_update(&self) -> bool {
+        self.partial
     }
 
     /// The columns rows are mapped onto.
@@ -110,6 +129,7 @@ impl JsonMapper {
                     out.abandon_row();
                     return Err(MapError::MissingValue(column.name.clone()));
                 }
+                None if self.partial => out.absent(),
                 None | Some(Typed::Null) => out.null(),
                 Some(Typed::Boolean(v)) => out.boolean(v),
                 Some(Typed::TinyInt(v)) => out.tinyint(v),
@@ -559,6 +579,40 @@ mod tests {
                 "Bytes([0, 1])",
                 "Boolean(true)",
                 "Float(0.5)",
+            ]
+        );
+    }
+
+    #[test]
+    fn under_partial_update_missing_fields_are_absent_and_null_stays_null() {
+        let mut out = RowsBuilder::new();
+        let partial = mapper().partial_update(true);
+        partial
+            .map_into(
+                br#"{"id": 7, "name": null, "ok": true}"#,
+                RowKind::Upsert,
+                0,
+                &mut out,
+            )
+            .unwrap();
+        let err = partial
+            .map_into(br#"{"name": "x"}"#, RowKind::Upsert, 0, &mut out)
+            .unwrap_err();
+        assert_eq!(err, MapError::MissingValue("id".into()), "keys stay required");
+        let bytes = out.into_bytes();
+        let row = Rows::new(&bytes).next().unwrap().unwrap();
+        let got: Vec<String> = row.cells().map(|c| format!("{c:?}")).collect();
+        assert_eq!(
+            got,
+            [
+                "BigInt(7)",
+                "Null",
+                "Absent",
+                "Absent",
+                "Absent",
+                "Absent",
+                "Boolean(true)",
+                "Absent"
             ]
         );
     }

@@ -36,6 +36,12 @@
 //! | 12 | time | i32 milliseconds of the day |
 //! | 13 | timestamp | i64 microseconds since 1970-01-01, no time zone |
 //! | 14 | timestamp-ltz | i64 microseconds since 1970-01-01 UTC |
+//! | 15 | absent | none: the column is left out of a partial update |
+//!
+//! An absent cell (since WIT 0.3.0) is not NULL: an upsert with absent cells
+//! updates only its present columns of the existing row (Fluss's partial
+//! update); key columns must be present, and only upserts on primary-key
+//! tables may leave columns out.
 
 pub mod decode;
 pub mod encode;
@@ -111,6 +117,8 @@ pub mod tag {
     pub const TIMESTAMP: u8 = 13;
     /// TIMESTAMP_LTZ as i64 microseconds since the epoch, UTC.
     pub const TIMESTAMP_LTZ: u8 = 14;
+    /// A column left out of a partial update (not NULL: not written at all).
+    pub const ABSENT: u8 = 15;
 }
 
 /// The table index that means "the sink's configured table".

@@ -214,6 +214,11 @@ pub struct SinkConfig {
     /// Header whose value (`upsert`, `insert`, `update`, `delete`) overrides `write_mode` per JSON message.
     #[serde(default = "default_op_header", deserialize_with = "lenient_string")]
     pub op_header: String,
+    /// On a primary-key table without a transform: a JSON field missing
+    /// from a payload leaves its column as it is (a partial update) instead
+    /// of setting it NULL.
+    #[serde(default)]
+    pub partial_update: bool,
     /// Fill the `iggy_*` metadata columns the table has.
     #[serde(default)]
     pub include_metadata: bool,
@@ -354,6 +359,19 @@ impl SinkConfig {
         }
         if self.table_type == TableType::Log && !self.primary_key_columns.is_empty() {
             return bad("primary_key_columns needs table_type = \"primary_key\"".into());
+        }
+        if self.partial_update {
+            if self.table_type != TableType::PrimaryKey {
+                return bad(
+                    "partial_update needs table_type = \"primary_key\" (log tables take whole rows)".into(),
+                );
+            }
+            if self.transform.is_some() || self.payload_format != PayloadFormat::Json {
+                return bad(
+                    "partial_update applies to the JSON mapping; a transform leaves columns out with absent cells"
+                        .into(),
+                );
+            }
         }
         if self.dynamic_route_field.is_some() && !self.dynamic_routing {
             return bad("dynamic_route_field is set but dynamic_routing is false".into());
@@ -637,6 +655,7 @@ mod tests {
             ),
             (r#""open_timeout":"0ms""#, "open_timeout must be more than 0"),
             (r#""bucket_count":0"#, "bucket_count must be at least 1"),
+            (r#""partial_update":true"#, "partial_update needs table_type"),
             (r#""dead_letter_table":"d.t""#, "the sink's own table"),
             (
                 r#""allowed_tables":["orders_*"]"#,

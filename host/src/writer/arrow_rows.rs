@@ -251,7 +251,9 @@ pub fn generic_row(row: &RowView<'_>, schema: &TableSchema) -> Result<GenericRow
     let mut out = GenericRow::new(schema.columns.len());
     for (i, (cell, column)) in row.cells().zip(&schema.columns).enumerate() {
         let datum: Datum<'static> = match (cell, column.data_type) {
-            (Cell::Null, _) => Datum::Null,
+            // An absent cell is left out of a partial update by its writer's
+            // target columns; its place in the row is NULL.
+            (Cell::Null | Cell::Absent, _) => Datum::Null,
             (Cell::Boolean(v), _) => v.into(),
             (c, DataType::TinyInt) => (as_i64(c).expect("int") as i8).into(),
             (c, DataType::SmallInt) => (as_i64(c).expect("int") as i16).into(),

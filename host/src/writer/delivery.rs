@@ -10,7 +10,7 @@ use fluss::row::GenericRow;
 use fluss_row_codec::{RowKind, RowView};
 
 use super::tables::{Sink, Table, fluss_path};
-use super::{FlussWriter, PendingRow, WriteError, arrow_rows};
+use super::{FlussWriter, PendingRow, WriteError, arrow_rows, partial};
 use crate::deadline::Deadline;
 use crate::schema::TablePath;
 
@@ -159,10 +159,34 @@ impl FlussWriter {
                 self.write_rows(table, rows, &what, send, || writer.flush(), deadline, failures)
                     .await?;
             }
-            Sink::Keyed(writer) => {
-                let send = |kind, row: &GenericRow<'static>| send_keyed(writer, kind, row);
-                self.write_rows(table, rows, &what, send, || writer.flush(), deadline, failures)
+            Sink::Keyed(sink) => {
+                for (columns, run) in partial::runs(rows) {
+                    let writer = match sink.writer(&columns) {
+                        Ok(w) => w,
+                        Err(reason) => {
+                            failures.extend(run.iter().map(|(m, _, _)| (*m, reason.clone())));
+                            continue;
+                        }
+                    };
+                    let Ok(_pass) = deadline.run(sink.gate.enter(&columns)).await else {
+                        return Err(undelivered(
+                            &what,
+                            0,
+                            "writes of other columns held the table until the deadline",
+                        ));
+                    };
+                    let send = |kind, row: &GenericRow<'static>| send_keyed(&writer, kind, row);
+                    self.write_rows(
+                        table,
+                        run,
+                        &what,
+                        send,
+                        || sink.full().flush(),
+                        deadline,
+                        failures,
+                    )
                     .await?;
+                }
             }
         }
         Ok(())

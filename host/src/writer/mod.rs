@@ -7,6 +7,8 @@
 //! - [`tables`]: opening, creating and routing tables;
 //! - [`delivery`]: sends, acknowledgements, retries and bisection;
 //! - [`dead_letter`]: the dead-letter table and its schema;
+//! - [`partitions`]: partitioned tables (rows grouped by partition, partitions created);
+//! - [`partial`]: partial updates on primary-key tables;
 //! - [`routing`]: which tables rows may be routed to;
 //! - [`nodelay`]: `TCP_NODELAY` on the client's connections (a workaround).
 
@@ -15,6 +17,7 @@ mod arrow_rows;
 mod dead_letter;
 mod delivery;
 pub mod nodelay;
+mod partial;
 mod partitions;
 pub mod routing;
 mod settings;

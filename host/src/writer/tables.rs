@@ -6,9 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use fluss::client::{AppendWriter, UpsertWriter};
+use fluss::client::AppendWriter;
 use fluss::metadata::{DataTypes, Schema as FlussSchema, TableDescriptor, TablePath as FlussPath};
 
+use super::partial::KeyedSink;
 use super::partitions::Partitioning;
 use super::{FlussWriter, WriteError};
 use crate::deadline::Deadline;
@@ -17,7 +18,7 @@ use crate::schema::{Column, DataType, TablePath, TableSchema};
 /// The fluss-rs writer of one table.
 pub(super) enum Sink {
     Log(AppendWriter),
-    Keyed(UpsertWriter),
+    Keyed(Box<KeyedSink>),
 }
 
 /// An open table.
@@ -171,7 +172,8 @@ impl FlussWriter {
             Sink::Keyed(
                 table
                     .new_upsert()
-                    .and_then(|u| u.create_writer())
+                    .and_then(KeyedSink::new)
+                    .map(Box::new)
                     .map_err(|e| fail(e.to_string()))?,
             )
         } else {
