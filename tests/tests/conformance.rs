@@ -116,6 +116,20 @@ fn json_to_row_is_the_same_in_every_language() {
         &payloads[..3],
         &[],
     );
+    // Partial updates: a field missing from the payload is an absent cell.
+    let partial = [("kind", "upsert"), ("partial_update", "true")];
+    let rust = load("json-to-row", &partial, &[schema(&["id"])])
+        .unwrap()
+        .process(&batch_of(&payloads[1..2], &[]))
+        .unwrap();
+    assert_eq!(rows_of(&rust)[0].3[1], "Absent", "{:?}", rows_of(&rust));
+    run_all(
+        "json-to-row",
+        &[("kind", "upsert"), ("partial_update", "true")],
+        &[schema(&["id"])],
+        &payloads,
+        &[],
+    );
 }
 
 #[test]

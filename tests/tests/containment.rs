@@ -362,7 +362,7 @@ mod load_errors {
                 .contains("built against iggy:fluss-sink/host@0.1.0"),
             "{err}"
         );
-        assert!(err.to_string().contains("iggy:fluss-sink@0.2.0"), "{err}");
+        assert!(err.to_string().contains("iggy:fluss-sink@0.3.0"), "{err}");
     }
 
     #[test]

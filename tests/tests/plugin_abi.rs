@@ -140,6 +140,61 @@ fn a_wasm_transform_upserts_and_deletes_in_a_primary_key_table() {
 }
 
 #[test]
+fn a_cdc_transform_writes_partial_updates_that_keep_the_other_columns() {
+    let plugin = Plugin::load();
+    let path = unique_table("abi_cdc_partial");
+    let id = next_id();
+    let config = json!({
+        "bootstrap_servers": bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "table_type": "primary_key",
+        "primary_key_columns": ["id"],
+        "columns": [
+            {"name": "id", "type": "BIGINT"},
+            {"name": "name", "type": "STRING"},
+            {"name": "email", "type": "STRING"}
+        ],
+        "transform": {
+            "path": component("cdc-upsert"),
+            "cache_dir": test_cache_dir(),
+            "config": {"partial_update": "true"}
+        }
+    });
+    open(plugin, id, &config);
+    let messages = [
+        r#"{"op":"c","id":1,"name":"ann","email":"ann@a"}"#,
+        r#"{"op":"c","id":2,"name":"bob","email":"bob@b"}"#,
+        r#"{"op":"u","id":1,"email":"ann@new"}"#,
+        r#"{"op":"u","id":2,"name":"robert"}"#,
+        r#"{"op":"u","id":3,"email":"cy@c"}"#,
+        r#"{"op":"u","id":2,"email":null}"#,
+    ];
+    let messages: Vec<TestMessage> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| TestMessage::text(i as u64, p))
+        .collect();
+    assert_eq!(plugin.consume(id, "app", "cdc", JSON, &messages), 0);
+    let cell = |key: i64, column: usize| block(lookup_string(&path, key, column));
+    assert_eq!(
+        (cell(1, 1), cell(1, 2)),
+        (Some("ann".into()), Some("ann@new".into()))
+    );
+    assert_eq!(
+        cell(2, 1),
+        Some("robert".into()),
+        "the later update kept the name"
+    );
+    assert_eq!(
+        cell(3, 2),
+        Some("cy@c".into()),
+        "a new key's left-out columns are NULL"
+    );
+    assert_eq!(plugin.close(id), 0);
+}
+
+#[test]
 fn json_with_an_op_header_deletes_from_a_primary_key_table() {
     let plugin = Plugin::load();
     let path = unique_table("abi_pk");

@@ -486,6 +486,10 @@ bool fs_map_row(const fs_mapper *m, uint8_t kind, uint16_t table, const uint8_t 
     fs_u16(out, (uint16_t)m->count);
     for (size_t i = 0; ok && i < m->count; i++) {
       const fs_column *c = &m->columns[i];
+      if (values[i].kind == FS_MISSING && m->partial && c->nullable) {
+        fs_u8(out, FS_ABSENT);
+        continue;
+      }
       if (values[i].kind == FS_MISSING || values[i].kind == FS_NULL) {
         if (!c->nullable) {
           ok = fail(err, "column `%s` is NOT NULL but the payload has no value for it", c->name);

@@ -55,7 +55,14 @@ typedef struct {
 typedef struct {
   fs_column *columns;
   size_t count;
+  // A field missing from the payload is an absent cell (FS_ABSENT) when its
+  // column is nullable: a partial update. null stays NULL.
+  bool partial;
 } fs_mapper;
+
+// The tag of a cell left out of a partial update (not NULL: the column
+// keeps its value in the table).
+#define FS_ABSENT 15
 
 // Parses `payload` as a JSON object and reads the fields `names[0..n]` into
 // `values` (FS_MISSING where absent). Returns false with the reason.

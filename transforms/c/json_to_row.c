@@ -1,5 +1,7 @@
 // json-to-row in C: each JSON object payload becomes one row of the sink's
-// table by column name. Config `kind`: append (default), upsert or delete.
+// table by column name. Config `kind`: append (default), upsert or delete;
+// `partial_update`: "true" leaves fields missing from a payload out of the
+// row (a partial update).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +23,15 @@ bool exports_transform_init(transform_list_tuple2_string_string_t *config, trans
     snprintf(e.text, sizeof e.text, "config `kind` must be append, upsert or delete, not `%s`", name);
     ok = fs_init_error(err, e.text);
   }
+  char *partial = fs_config(config, "partial_update", "false");
+  if (ok && strcmp(partial, "true") != 0 && strcmp(partial, "false") != 0) {
+    snprintf(e.text, sizeof e.text, "config `partial_update` must be true or false, not `%s`", partial);
+    ok = fs_init_error(err, e.text);
+  }
   fs_mapper_free(&mapper);
   if (ok && !fs_mapper_of(&mapper, &tables->ptr[0], &e)) ok = fs_init_error(err, e.text);
+  mapper.partial = strcmp(partial, "true") == 0;
+  free(partial);
   free(name);
   transform_list_tuple2_string_string_free(config);
   transform_list_table_schema_free(tables);

@@ -178,8 +178,17 @@ function cell(out, type, v) {
 }
 
 /** JSON objects onto one row of `columns` (WIT `column` records). */
+/** The tag of a cell left out of a partial update (not NULL: the column keeps its value). */
+export const ABSENT = 15;
+
+/**
+ * JSON objects onto one row of `columns`. With `partial`, a field missing from
+ * the payload is an absent cell when its column is nullable (a partial
+ * update); null stays NULL.
+ */
 export class Mapper {
-  constructor(columns) {
+  constructor(columns, partial = false) {
+    this.partial = partial;
     this.columns = columns.map((c) => {
       const type = c.dataType.replace(' NOT NULL', '');
       if (!SUPPORTED_TYPES.includes(type)) {
@@ -197,6 +206,10 @@ export class Mapper {
     out.u16(this.columns.length);
     for (const [name, type, nullable] of this.columns) {
       const v = value[name];
+      if (this.partial && nullable && !Object.hasOwn(value, name)) {
+        out.u8(ABSENT);
+        continue;
+      }
       if (v === undefined || v === null) {
         if (!nullable) throw new DeadLetter(`column \`${name}\` is NOT NULL but the payload has no value for it`);
         out.u8(0);

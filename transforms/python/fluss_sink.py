@@ -80,10 +80,17 @@ def parse_object(payload):
     return value
 
 
-class Mapper:
-    """JSON objects onto one row of `columns` (a list of WIT `column`s)."""
+ABSENT = b"\x0f"
+"""A cell left out of a partial update (not NULL: the column keeps its value)."""
 
-    def __init__(self, columns):
+
+class Mapper:
+    """JSON objects onto one row of `columns` (a list of WIT `column`s). With
+    `partial`, a field missing from the payload is an absent cell when its
+    column is nullable (a partial update); null stays NULL."""
+
+    def __init__(self, columns, partial=False):
+        self.partial = partial
         self.columns = []
         for c in columns:
             data_type = c.data_type.replace(" NOT NULL", "")
@@ -99,6 +106,9 @@ class Mapper:
         value = parse_object(payload)
         cells = bytearray()
         for name, data_type, nullable in self.columns:
+            if self.partial and nullable and name not in value:
+                cells += ABSENT
+                continue
             v = value.get(name)
             if v is None:
                 if not nullable:

@@ -2,7 +2,9 @@
 //! JSON field `op_field` (default "op") or else the header of that name:
 //! `c`, `r` or `u` upserts the row, `d` deletes it by key. Columns are read
 //! from the payload's fields by name (a delete needs only the key columns
-//! and the NOT NULL ones). An unknown or missing op is dead-lettered.
+//! and the NOT NULL ones). An unknown or missing op is dead-lettered. With
+//! `partial_update = "true"`, an upsert updates only the fields its payload
+//! has (the table's other columns keep their values).
 
 use fluss_transform_sdk::{
     InitContext, Message, Output, RowKind, Transform, export_transform, json_field_text,
@@ -10,6 +12,7 @@ use fluss_transform_sdk::{
 
 struct CdcUpsert {
     op_field: String,
+    partial: bool,
 }
 
 impl Transform for CdcUpsert {
@@ -20,8 +23,18 @@ impl Transform for CdcUpsert {
                 ctx.default_table().path
             ));
         }
+        let partial = match ctx.get_or("partial_update", "false") {
+            "true" => true,
+            "false" => false,
+            other => {
+                return Err(format!(
+                    "config `partial_update` must be true or false, not `{other}`"
+                ));
+            }
+        };
         Ok(CdcUpsert {
             op_field: ctx.get_or("op_field", "op").to_string(),
+            partial,
         })
     }
 
@@ -38,7 +51,11 @@ impl Transform for CdcUpsert {
             "d" => RowKind::Delete,
             other => return Err(format!("unknown operation `{other}`; expected c, r, u or d")),
         };
-        out.json_row(kind, message.payload)
+        if self.partial && kind == RowKind::Upsert {
+            out.json_partial_row_to(None, kind, message.payload)
+        } else {
+            out.json_row(kind, message.payload)
+        }
     }
 }
 

@@ -63,9 +63,18 @@ type column struct {
 	nullable bool
 }
 
+// Absent is the tag of a cell left out of a partial update (not NULL: the
+// column keeps its value in the table).
+const Absent byte = 15
+
 // Mapper maps JSON objects onto one row of a table's columns by name, with
-// the same rules as the Rust json-to-row for the supported types.
-type Mapper struct{ columns []column }
+// the same rules as the Rust json-to-row for the supported types. With
+// Partial set, a field missing from the payload is an absent cell when its
+// column is nullable (a partial update); null stays NULL.
+type Mapper struct {
+	columns []column
+	Partial bool
+}
 
 // NewMapper refuses a column of a type it does not support.
 func NewMapper(columns []Column) (*Mapper, error) {
@@ -237,6 +246,10 @@ func (m *Mapper) Encode(rows []byte, kind uint8, table uint16, payload []byte) (
 	out = binary.LittleEndian.AppendUint16(out, uint16(len(m.columns)))
 	for _, c := range m.columns {
 		v, present := obj[c.name]
+		if !present && m.Partial && c.nullable {
+			out = append(out, Absent)
+			continue
+		}
 		if !present || v == nil {
 			if !c.nullable {
 				return rows, fmt.Errorf("column `%s` is NOT NULL but the payload has no value for it", c.name)

@@ -1,5 +1,7 @@
 // json-to-row in Go: each JSON object payload becomes one row of the sink's
-// table by column name. Config `kind`: append (default), upsert or delete.
+// table by column name. Config `kind`: append (default), upsert or delete;
+// `partial_update`: "true" leaves fields missing from a payload out of the
+// row (a partial update).
 package main
 
 import (
@@ -24,9 +26,17 @@ func init() {
 			if !ok {
 				return fmt.Errorf("config `kind` must be append, upsert or delete, not `%s`", name)
 			}
+			partial := config["partial_update"]
+			if partial != "" && partial != "true" && partial != "false" {
+				return fmt.Errorf("config `partial_update` must be true or false, not `%s`", partial)
+			}
 			m, err := fluss.NewMapper(tables[0].Columns)
+			if err != nil {
+				return err
+			}
+			m.Partial = partial == "true"
 			mapper, kind = m, k
-			return err
+			return nil
 		},
 		Handle: func(m *fluss.Message, out *fluss.Output) (uint32, error) {
 			rows, err := mapper.Encode(out.Rows, kind, 0, m.Payload)

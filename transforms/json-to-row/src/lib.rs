@@ -1,12 +1,15 @@
 //! Maps each JSON object payload onto one row of the sink's table by column
 //! name: NULL for a missing nullable column, a dead letter for a missing NOT
 //! NULL column or a value that cannot convert. Config `kind` (append, upsert
-//! or delete; default append) sets the row kind.
+//! or delete; default append) sets the row kind; `partial_update = "true"`
+//! leaves a field missing from the payload out of the row (a partial update
+//! of a primary-key table) instead of writing NULL.
 
 use fluss_transform_sdk::{InitContext, Message, Output, RowKind, Transform, export_transform};
 
 struct JsonToRow {
     kind: RowKind,
+    partial: bool,
 }
 
 impl Transform for JsonToRow {
@@ -21,11 +24,24 @@ impl Transform for JsonToRow {
                 ));
             }
         };
-        Ok(JsonToRow { kind })
+        let partial = match ctx.get_or("partial_update", "false") {
+            "true" => true,
+            "false" => false,
+            other => {
+                return Err(format!(
+                    "config `partial_update` must be true or false, not `{other}`"
+                ));
+            }
+        };
+        Ok(JsonToRow { kind, partial })
     }
 
     fn process(&mut self, message: &Message<'_>, out: &mut Output<'_>) -> Result<(), String> {
-        out.json_row(self.kind, message.payload)
+        if self.partial {
+            out.json_partial_row_to(None, self.kind, message.payload)
+        } else {
+            out.json_row(self.kind, message.payload)
+        }
     }
 }
 

@@ -164,6 +164,8 @@ pub enum Value {
     Timestamp(i64),
     /// TIMESTAMP_LTZ as microseconds since the epoch UTC
     TimestampLtz(i64),
+    /// Left out of a partial update: the column keeps its value (not NULL).
+    Absent,
 }
 
 impl From<bool> for Value {
@@ -217,8 +219,8 @@ struct SdkState {
     tables: Vec<Table>,
     /// Table names the output refers to (index + 1 in rows).
     named: Vec<String>,
-    /// JSON mappers per table index (0 = default).
-    mappers: Vec<Option<JsonMapper>>,
+    /// JSON mappers per table index (0 = default), whole rows then partial.
+    mappers: [Vec<Option<JsonMapper>>; 2],
 }
 
 impl SdkState {
@@ -250,15 +252,14 @@ impl SdkState {
         &self.tables[0].columns
     }
 
-    fn mapper(&mut self, index: u16) -> &JsonMapper {
+    fn mapper(&mut self, index: u16, partial: bool) -> &JsonMapper {
         let i = index as usize;
-        if self.mappers.len() <= i {
-            self.mappers.resize_with(i + 1, || None);
+        let columns = self.columns(index).to_vec();
+        let mappers = &mut self.mappers[usize::from(partial)];
+        if mappers.len() <= i {
+            mappers.resize_with(i + 1, || None);
         }
-        if self.mappers[i].is_none() {
-            self.mappers[i] = Some(JsonMapper::new(self.columns(index).to_vec()));
-        }
-        self.mappers[i].as_ref().expect("just set")
+        mappers[i].get_or_insert_with(|| JsonMapper::new(columns).partial_update(partial))
     }
 }
 
@@ -272,7 +273,23 @@ impl<'a> Output<'a> {
     /// for the sink's table).
     pub fn json_row_to(&mut self, table: Option<&str>, kind: RowKind, payload: &[u8]) -> Result<(), String> {
         let index = self.state.table_index(table);
-        let mapper = self.state.mapper(index);
+        let mapper = self.state.mapper(index, false);
+        mapper
+            .map_into(payload, kind, index, self.rows)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Like [`json_row_to`](Self::json_row_to), but a field missing from
+    /// the payload leaves its (nullable) column out of the row: a partial
+    /// update of a primary-key table. An explicit `null` is still NULL.
+    pub fn json_partial_row_to(
+        &mut self,
+        table: Option<&str>,
+        kind: RowKind,
+        payload: &[u8],
+    ) -> Result<(), String> {
+        let index = self.state.table_index(table);
+        let mapper = self.state.mapper(index, true);
         mapper
             .map_into(payload, kind, index, self.rows)
             .map_err(|e| e.to_string())
@@ -283,21 +300,32 @@ impl<'a> Output<'a> {
         self.row_to(None, kind)
     }
 
-    /// Starts a row of `table`, built by column name.
+    /// Starts a row of `table`, built by column name; unset columns are NULL.
     pub fn row_to(&mut self, table: Option<&str>, kind: RowKind) -> RowBuilder<'_, 'a> {
+        self.start_row(table, kind, Value::Null)
+    }
+
+    /// Starts a partial update of `table`: unset columns are absent (they
+    /// keep their value in the table).
+    pub fn partial_row_to(&mut self, table: Option<&str>, kind: RowKind) -> RowBuilder<'_, 'a> {
+        self.start_row(table, kind, Value::Absent)
+    }
+
+    fn start_row(&mut self, table: Option<&str>, kind: RowKind, unset: Value) -> RowBuilder<'_, 'a> {
         let index = self.state.table_index(table);
         let width = self.state.columns(index).len();
         RowBuilder {
             out: self,
             table: index,
             kind,
-            values: vec![Value::Null; width],
+            values: vec![unset; width],
             error: None,
         }
     }
 }
 
-/// A row being built by column name; unset columns are NULL.
+/// A row being built by column name; unset columns are NULL (absent in a
+/// partial update).
 pub struct RowBuilder<'o, 'a> {
     out: &'o mut Output<'a>,
     table: u16,
@@ -345,6 +373,7 @@ impl RowBuilder<'_, '_> {
                 Value::Date(d) => rows.date(*d),
                 Value::Timestamp(t) => rows.timestamp(*t),
                 Value::TimestampLtz(t) => rows.timestamp_ltz(*t),
+                Value::Absent => rows.absent(),
             }
         }
         rows.end_row();
@@ -411,7 +440,7 @@ pub mod runtime {
         let state = SdkState {
             tables: ctx.tables,
             named: Vec::new(),
-            mappers: Vec::new(),
+            mappers: [Vec::new(), Vec::new()],
         };
         INSTANCE.with(|i| *i.borrow_mut() = Some(Box::new(Instance { transform, state })));
         Ok(())
