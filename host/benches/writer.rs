@@ -4,6 +4,10 @@
 //! beforehand, awaited with a flush), side by side in one run, one batch at a
 //! time and with several batches in flight, at 100, 1,000 and 10,000 rows of
 //! ~110 B, ~400 B and ~2 KB messages; then the process CPU per row of each.
+//! Then (`partitioned_*`) the sink into an unpartitioned table against the
+//! sink into a table partitioned by `action` (three partitions mixed in
+//! every batch) and fluss-rs direct into that table at its best (one batch
+//! per partition, built beforehand, all sent before any is awaited).
 //!
 //! Needs a cluster: `scripts/fluss-local.sh start`, then
 //! `cargo bench -p iggy_connector_fluss_sink --bench writer`.
@@ -111,8 +115,19 @@ impl Setup {
 
     /// A fresh table, and fluss-rs's own append writer for it.
     fn table(&self, name: &str) -> (TableSchema, AppendWriter, arrow::datatypes::SchemaRef) {
+        self.table_partitioned_by(name, &[])
+    }
+
+    /// A fresh table partitioned by `keys` (none: unpartitioned), and
+    /// fluss-rs's own append writer for it.
+    fn table_partitioned_by(
+        &self,
+        name: &str,
+        keys: &[&str],
+    ) -> (TableSchema, AppendWriter, arrow::datatypes::SchemaRef) {
         let path = TablePath::new("bench", format!("{name}_{:08x}", fastrand::u32(..)));
-        let schema = common::table(path.clone());
+        let mut schema = common::table(path.clone());
+        schema.partition_keys = keys.iter().map(|k| k.to_string()).collect();
         self.runtime.block_on(async {
             self.sink.ensure_table(&schema).await.unwrap();
             let table = self
@@ -212,9 +227,77 @@ fn writer(c: &mut Criterion) {
     }
 }
 
+/// `record`'s rows split by the text of column `column`, one batch each.
+fn split_by(record: &RecordBatch, column: usize) -> Vec<RecordBatch> {
+    use arrow::array::AsArray;
+    let values = record.column(column).as_string::<i32>();
+    let mut groups: Vec<(&str, Vec<u32>)> = Vec::new();
+    for row in 0..record.num_rows() {
+        let value = values.value(row);
+        match groups.iter_mut().find(|(v, _)| *v == value) {
+            Some((_, rows)) => rows.push(row as u32),
+            None => groups.push((value, vec![row as u32])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, rows)| {
+            arrow::compute::take_record_batch(record, &arrow::array::UInt32Array::from(rows)).unwrap()
+        })
+        .collect()
+}
+
+/// The cost of partitioning: the same rows into an unpartitioned and a
+/// partitioned table through the sink, and into the partitioned one through
+/// fluss-rs at its best.
+fn partitioned(c: &mut Criterion) {
+    let setup = Setup::new();
+    let (size_name, size) = ("400B", 400);
+    let (plain, _, _) = setup.table("plain");
+    let (parted, direct, arrow_schema) = setup.table_partitioned_by("parted", &["action"]);
+    let plain_mapping = JsonMapping::new(&plain, RowKind::Append);
+    let parted_mapping = JsonMapping::new(&parted, RowKind::Append);
+    for rows in [1000, 10_000] {
+        let batch = common::json_batch_sized(rows, size);
+        let record = iggy_connector_fluss_sink::writer::to_record_batch(
+            &parted_mapping.map_batch(&batch),
+            &parted,
+            &arrow_schema,
+        )
+        .unwrap();
+        let parts = split_by(&record, 2);
+        // The first write creates the three partitions.
+        setup
+            .runtime
+            .block_on(through_sink(&setup.sink, &parted_mapping, &batch, &parted.path));
+        let mut group = c.benchmark_group(format!("partitioned_{size_name}"));
+        group.throughput(Throughput::Elements(rows as u64));
+        group.bench_function(BenchmarkId::new("sink_unpartitioned", rows), |b| {
+            b.to_async(&setup.runtime)
+                .iter(|| through_sink(&setup.sink, &plain_mapping, &batch, &plain.path))
+        });
+        group.bench_function(BenchmarkId::new("sink_3_partitions", rows), |b| {
+            b.to_async(&setup.runtime)
+                .iter(|| through_sink(&setup.sink, &parted_mapping, &batch, &parted.path))
+        });
+        group.bench_function(BenchmarkId::new("fluss_rs_direct_3_partitions", rows), |b| {
+            b.to_async(&setup.runtime).iter(|| async {
+                let acks: Vec<_> = parts
+                    .iter()
+                    .map(|p| direct.append_arrow_batch(p.clone()).unwrap())
+                    .collect();
+                let (acks, flushed) = tokio::join!(join_all(acks), direct.flush());
+                acks.into_iter().for_each(|a| a.unwrap());
+                flushed.unwrap();
+            })
+        });
+        group.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    targets = writer
+    targets = writer, partitioned
 }
 criterion_main!(benches);

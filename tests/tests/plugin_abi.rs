@@ -342,6 +342,84 @@ fn a_transform_routes_into_partitioned_tables_with_metadata_columns() {
 }
 
 #[test]
+fn open_creates_the_auto_partitioned_table_the_config_declares() {
+    use fluss::metadata::TablePath as FlussPath;
+    use integration_tests::fluss_cluster::{connection, partition_names, read_partition};
+    let plugin = Plugin::load();
+    let path = unique_table("abi_auto");
+    let dlq = unique_table("abi_auto_dlq");
+    let id = next_id();
+    let config = json!({
+        "bootstrap_servers": bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "columns": [{"name": "id", "type": "BIGINT"}, {"name": "day", "type": "STRING", "nullable": false}],
+        "partition_keys": ["day"],
+        "auto_partition_time_unit": "day",
+        "auto_partition_time_zone": "UTC",
+        "auto_partition_num_precreate": 3,
+        "table_properties": {"table.log.ttl": "2d"},
+        "dead_letter_table": dlq.to_string(),
+        "delivery_timeout": "60s"
+    });
+    open(plugin, id, &config);
+    let info = block(async {
+        let conn = connection().await;
+        let table = conn
+            .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
+            .await
+            .unwrap();
+        table.get_table_info().clone()
+    });
+    assert!(info.is_auto_partitioned());
+    assert_eq!(info.get_partition_keys().to_vec(), vec!["day".to_string()]);
+    let properties = info.get_properties();
+    assert_eq!(
+        properties
+            .get("table.auto-partition.time-unit")
+            .map(String::as_str),
+        Some("DAY")
+    );
+    assert_eq!(
+        properties
+            .get("table.auto-partition.num-precreate")
+            .map(String::as_str),
+        Some("3")
+    );
+    assert_eq!(properties.get("table.log.ttl").map(String::as_str), Some("2d"));
+
+    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+    let today = format!("{:04}{:02}{:02}", now.year(), now.month(), now.day());
+    let mut names = Vec::new();
+    for _ in 0..40 {
+        names = block(partition_names(&path));
+        if names.contains(&today) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(names.contains(&today), "Fluss made today's partition: {names:?}");
+    let messages = vec![
+        TestMessage::text(0, &format!(r#"{{"id":1,"day":"{today}"}}"#)),
+        TestMessage::text(1, r#"{"id":2,"day":"19990101"}"#),
+    ];
+    assert_eq!(plugin.consume(id, "app", "events", JSON, &messages), 0);
+    let rows = block(read_partition(&path, &today, 1, Duration::from_secs(30)));
+    assert_eq!(rows, vec![vec!["1".to_string(), today.clone()]]);
+    let letters = block(read_log(&dlq, 1, Duration::from_secs(30)));
+    assert_eq!(
+        (letters[0][3].as_str(), letters[0][7].as_str()),
+        ("1", "partition")
+    );
+    assert!(
+        letters[0][8].contains("partition `19990101`"),
+        "{}",
+        letters[0][8]
+    );
+    assert_eq!(plugin.close(id), 0);
+}
+
+#[test]
 fn a_bad_config_is_refused_naming_what_is_wrong() {
     let plugin = Plugin::load();
     let id = next_id();
