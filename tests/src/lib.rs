@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+pub mod iggy;
 pub mod local_cluster;
 pub mod plugin;
 

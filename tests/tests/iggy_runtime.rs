@@ -6,227 +6,17 @@
 //! `scripts/test.sh` installs) and the shared local Fluss cluster; fails,
 //! never skips, when they are absent.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::schema::TablePath;
 use integration_tests::fluss_cluster::{block, bootstrap, connection, read_log, unique_table};
-use integration_tests::{component, repo_root, test_cache_dir};
-use serde_json::{Value, json};
-
-const HTTP: &str = "http://127.0.0.1:3000";
+use integration_tests::iggy::{Connector, Server, start_runtime};
+use integration_tests::{component, test_cache_dir};
 
 /// The server's ports are fixed: one test at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn iggy_dir() -> PathBuf {
-    let dir = repo_root().join("../shared/iggy");
-    let present = dir.join("iggy-server").exists() && dir.join("iggy-connectors").exists();
-    assert!(
-        present,
-        "this test needs iggy-server and iggy-connectors in {} (see its README)",
-        dir.display()
-    );
-    dir
-}
-
-/// A child process killed (and its output kept when the test fails) on drop.
-struct Running {
-    name: &'static str,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(40).collect();
-            eprintln!("--- last lines of {} ({}):", self.name, self.log.display());
-            for line in tail.into_iter().rev() {
-                eprintln!("{line}");
-            }
-        }
-    }
-}
-
-fn spawn(name: &'static str, mut command: Command, dir: &Path) -> Running {
-    let log = dir.join(format!("{name}.log"));
-    let out = std::fs::File::create(&log).unwrap();
-    command
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .stdin(Stdio::null());
-    // The server refuses unknown IGGY_* variables: give it only its own.
-    for (key, _) in std::env::vars() {
-        if key.starts_with("IGGY_") {
-            command.env_remove(key);
-        }
-    }
-    let child = command.spawn().unwrap_or_else(|e| panic!("start {name}: {e}"));
-    Running { name, child, log }
-}
-
-fn post(path: &str, token: Option<&str>, body: Value) -> Result<Value, String> {
-    let mut request = ureq::post(format!("{HTTP}{path}"));
-    if let Some(token) = token {
-        request = request.header("Authorization", format!("Bearer {token}"));
-    }
-    let mut response = request.send_json(&body).map_err(|e| e.to_string())?;
-    let text = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
-    Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// A running iggy-server with one stream and topic of one partition.
-struct Server {
-    _process: Running,
-    token: String,
-    stream: &'static str,
-    topic: &'static str,
-}
-
-impl Server {
-    fn start(work: &Path) -> Self {
-        let mut server = Command::new(iggy_dir().join("iggy-server"));
-        server
-            .arg("--with-default-root-credentials")
-            .env("IGGY_ROOT_USERNAME", "iggy")
-            .env("IGGY_ROOT_PASSWORD", "iggy")
-            .env("IGGY_SYSTEM_PATH", work.join("iggy-data"))
-            .current_dir(work);
-        let process = spawn("iggy-server", server, work);
-        let started = Instant::now();
-        let token = loop {
-            match post(
-                "/users/login",
-                None,
-                json!({"username": "iggy", "password": "iggy"}),
-            ) {
-                Ok(v) => break v["access_token"]["token"].as_str().expect("a token").to_string(),
-                Err(_) if started.elapsed() < Duration::from_secs(60) => {
-                    std::thread::sleep(Duration::from_millis(250));
-                }
-                Err(e) => panic!("iggy-server did not answer its HTTP API within 60 s: {e}"),
-            }
-        };
-        let (stream, topic) = ("e2e", "orders");
-        post("/streams", Some(&token), json!({"name": stream})).expect("create the stream");
-        post(
-            &format!("/streams/{stream}/topics"),
-            Some(&token),
-            json!({"name": topic, "partitions_count": 1, "compression_algorithm": "none",
-                   "message_expiry": 0, "max_topic_size": 0}),
-        )
-        .expect("create the topic");
-        Self {
-            _process: process,
-            token,
-            stream,
-            topic,
-        }
-    }
-
-    /// Produces JSON orders `0..count` with a `source` header, 500 a request.
-    fn produce(&self, count: u64) {
-        for chunk in 0..count.div_ceil(500) {
-            let messages: Vec<Value> = (chunk * 500..((chunk + 1) * 500).min(count))
-                .map(|i| {
-                    let payload = format!(r#"{{"order_id":{i},"customer":"c{i}","amount":"{i}.25"}}"#);
-                    json!({
-                        "id": 0,
-                        "payload": b64(payload.as_bytes()),
-                        "user_headers": [{"key": {"kind": "string", "value": b64(b"source")},
-                                          "value": {"kind": "string", "value": b64(b"e2e")}}]
-                    })
-                })
-                .collect();
-            post(
-                &format!("/streams/{}/topics/{}/messages", self.stream, self.topic),
-                Some(&self.token),
-                json!({"partitioning": {"kind": "partition_id", "value": b64(&0u32.to_le_bytes())},
-                       "messages": messages}),
-            )
-            .expect("produce");
-        }
-    }
-
-    /// Starts iggy-connectors with one connector file for this plugin, whose
-    /// `[plugin_config]` is `plugin_config` (TOML), and extra `env`.
-    fn start_runtime(&self, work: &Path, plugin_config: &str, env: &[(String, String)]) -> Running {
-        let connectors = work.join("connectors");
-        std::fs::create_dir_all(&connectors).unwrap();
-        let plugin = integration_tests::plugin::library_path();
-        assert!(
-            plugin.exists(),
-            "{} is missing: cargo build -p iggy_connector_fluss_sink",
-            plugin.display()
-        );
-        std::fs::write(
-            connectors.join("fluss.toml"),
-            format!(
-                r#"type = "sink"
-key = "fluss"
-enabled = true
-version = 0
-name = "Fluss sink"
-path = "{plugin}"
-
-[[streams]]
-stream = "{stream}"
-topics = ["{topic}"]
-schema = "json"
-batch_length = 1000
-poll_interval = "5ms"
-consumer_group = "fluss_e2e"
-
-[plugin_config]
-{plugin_config}
-"#,
-                plugin = plugin.with_extension("").display(),
-                stream = self.stream,
-                topic = self.topic,
-            ),
-        )
-        .unwrap();
-        let runtime_config = work.join("runtime.toml");
-        std::fs::write(
-            &runtime_config,
-            format!(
-                r#"[http]
-enabled = false
-[iggy]
-address = "127.0.0.1:8090"
-username = "iggy"
-password = "iggy"
-[state]
-path = "{state}"
-[connectors]
-config_type = "local"
-config_dir = "{connectors}"
-"#,
-                state = work.join("state").display(),
-                connectors = connectors.display(),
-            ),
-        )
-        .unwrap();
-        let mut runtime = Command::new(iggy_dir().join("iggy-connectors"));
-        runtime
-            .env("IGGY_CONNECTORS_CONFIG_PATH", &runtime_config)
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .current_dir(work);
-        spawn("iggy-connectors", runtime, work)
-    }
-}
 
 /// Waits until the plugin (opened by the runtime) has created `table`.
 fn wait_for_table(table: &TablePath) {
@@ -249,7 +39,7 @@ fn wait_for_table(table: &TablePath) {
 fn json_lands_in_a_log_table_with_metadata_through_the_real_runtime() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let work = tempfile::tempdir().unwrap();
-    let server = Server::start(work.path());
+    let server = Server::start(work.path(), 1);
     const COUNT: u64 = 3000;
     server.produce(COUNT);
     let table = unique_table("runtime_json");
@@ -271,7 +61,7 @@ columns = [
         database = table.database,
         name = table.table,
     );
-    let _runtime = server.start_runtime(work.path(), &config, &[]);
+    let _runtime = start_runtime(&server, work.path(), "runtime", &Connector::new(config), &[]);
     wait_for_table(&table);
     let rows = block(read_log(&table, COUNT as usize, Duration::from_secs(90)));
     assert_eq!(rows.len(), COUNT as usize, "every message, once");
@@ -302,7 +92,7 @@ columns = [
 fn environment_overrides_reach_the_table_and_the_transform() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let work = tempfile::tempdir().unwrap();
-    let server = Server::start(work.path());
+    let server = Server::start(work.path(), 1);
     const COUNT: u64 = 500;
     server.produce(COUNT);
     let (named, overridden) = (unique_table("runtime_env_a"), unique_table("runtime_env_b"));
@@ -322,7 +112,7 @@ columns = [ {{ name = "offset", type = "BIGINT", nullable = false }} ]"#,
         (var("TRANSFORM_CACHE_DIR"), test_cache_dir().display().to_string()),
         (var("TRANSFORM_CONFIG_MODE"), "none".into()),
     ];
-    let _runtime = server.start_runtime(work.path(), &config, &env);
+    let _runtime = start_runtime(&server, work.path(), "runtime", &Connector::new(config), &env);
     wait_for_table(&overridden);
     let rows = block(read_log(&overridden, COUNT as usize, Duration::from_secs(90)));
     let offsets: Vec<String> = rows.into_iter().map(|r| r[0].clone()).collect();
