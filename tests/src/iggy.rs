@@ -214,7 +214,11 @@ impl Server {
                                    "value": {"kind": "string", "value": b64(v.as_bytes())}})
                         })
                         .collect();
-                    json!({"id": 0, "payload": b64(m.payload.as_bytes()), "user_headers": headers})
+                    let mut message = json!({"id": 0, "payload": b64(m.payload.as_bytes())});
+                    if !headers.is_empty() {
+                        message["user_headers"] = Value::Array(headers);
+                    }
+                    message
                 })
                 .collect();
             post(

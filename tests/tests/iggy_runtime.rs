@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::schema::TablePath;
 use integration_tests::fluss_cluster::{block, bootstrap, connection, read_log, unique_table};
-use integration_tests::iggy::{Connector, Server, start_runtime};
+use integration_tests::iggy::{Connector, Outgoing, Server, start_runtime};
 use integration_tests::{component, test_cache_dir};
 
 /// The server's ports are fixed: one test at a time.
@@ -129,4 +129,106 @@ columns = [ {{ name = "offset", type = "BIGINT", nullable = false }} ]"#,
         !exists,
         "the table the file names was never created: the override won"
     );
+}
+
+/// The text of string column `column` of the row keyed `id` in `table`, if any.
+fn lookup(table: &TablePath, id: i64, column: usize) -> Option<String> {
+    block(integration_tests::fluss_cluster::lookup_string(table, id, column))
+}
+
+#[test]
+fn a_transform_upserts_and_deletes_from_an_op_header_in_a_primary_key_table() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let work = tempfile::tempdir().unwrap();
+    let server = Server::start(work.path(), 1);
+    let table = unique_table("runtime_cdc");
+    // Ids 0..300 created, then the even ones renamed, then every third deleted.
+    let mut messages = Vec::new();
+    for id in 0..300 {
+        messages.push(Outgoing::with_header(format!(r#"{{"id":{id},"name":"n{id}"}}"#), "op", "c"));
+    }
+    for id in (0..300).step_by(2) {
+        messages.push(Outgoing::with_header(format!(r#"{{"id":{id},"name":"r{id}"}}"#), "op", "u"));
+    }
+    for id in (0..300).step_by(3) {
+        messages.push(Outgoing::with_header(format!(r#"{{"id":{id}}}"#), "op", "d"));
+    }
+    server.produce_messages(Some(0), &messages);
+    let config = format!(
+        r#"bootstrap_servers = "{bootstrap}"
+database = "{database}"
+table = "{name}"
+table_type = "primary_key"
+primary_key_columns = ["id"]
+columns = [ {{ name = "id", type = "BIGINT" }}, {{ name = "name", type = "STRING" }} ]
+[plugin_config.transform]
+path = "{component}"
+cache_dir = "{cache}""#,
+        bootstrap = bootstrap(),
+        database = table.database,
+        name = table.table,
+        component = component("cdc-upsert").display(),
+        cache = test_cache_dir().display(),
+    );
+    let _runtime = start_runtime(&server, work.path(), "runtime", &Connector::new(config), &[]);
+    wait_for_table(&table);
+    // One partition, in order: once the last update (id 298) and the last
+    // delete (id 297, created before it) show, everything before them has.
+    let started = Instant::now();
+    while lookup(&table, 298, 1).as_deref() != Some("r298") || lookup(&table, 297, 1).is_some() {
+        assert!(started.elapsed() < Duration::from_secs(60), "the stream did not land in 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for id in 0..300i64 {
+        let wanted = match id {
+            _ if id % 3 == 0 => None,
+            _ if id % 2 == 0 => Some(format!("r{id}")),
+            _ => Some(format!("n{id}")),
+        };
+        assert_eq!(lookup(&table, id, 1), wanted, "id {id}");
+    }
+}
+
+#[test]
+fn a_tenant_router_spreads_one_topic_over_a_table_per_tenant() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let work = tempfile::tempdir().unwrap();
+    let server = Server::start(work.path(), 1);
+    let table = unique_table("runtime_tenants");
+    let tenants = ["acme", "globex", "initech"];
+    let messages: Vec<Outgoing> = (0..900)
+        .map(|i| Outgoing {
+            payload: format!(r#"{{"tenant":"{}","v":{i}}}"#, tenants[i % 3]),
+            headers: vec![],
+        })
+        .collect();
+    server.produce_messages(Some(0), &messages);
+    let prefix = format!("{}_", table.table);
+    let config = format!(
+        r#"bootstrap_servers = "{bootstrap}"
+database = "{database}"
+table = "{name}"
+columns = [ {{ name = "tenant", type = "STRING" }}, {{ name = "v", type = "INT" }} ]
+auto_create_table = true
+allowed_tables = ["{database}.{prefix}*"]
+[plugin_config.transform]
+path = "{component}"
+cache_dir = "{cache}"
+config = {{ prefix = "{prefix}" }}"#,
+        bootstrap = bootstrap(),
+        database = table.database,
+        name = table.table,
+        component = component("tenant-router").display(),
+        cache = test_cache_dir().display(),
+    );
+    let _runtime = start_runtime(&server, work.path(), "runtime", &Connector::new(config), &[]);
+    for (t, tenant) in tenants.iter().enumerate() {
+        let routed = TablePath::new(table.database.clone(), format!("{prefix}{tenant}"));
+        wait_for_table(&routed);
+        let rows = block(read_log(&routed, 300, Duration::from_secs(60)));
+        let values: Vec<String> = rows.iter().map(|r| r[1].clone()).collect();
+        let wanted: Vec<String> = (0..900).filter(|i| i % 3 == t).map(|i| i.to_string()).collect();
+        assert_eq!(values, wanted, "table {routed} holds its tenant's messages, in order, once");
+        assert!(rows.iter().all(|r| r[0] == *tenant));
+    }
 }
