@@ -32,5 +32,14 @@ export FLUSS_BOOTSTRAP=127.0.0.1:9123
 echo "== build the plugin library (the dlopen tests load it as the runtime does)"
 cargo build -p iggy_connector_fluss_sink
 
+iggy_dir=${FLUSS_SINK_IGGY_DIR:-../shared/iggy}
+if [ ! -x "$iggy_dir/iggy-server" ] || [ ! -x "$iggy_dir/iggy-connectors" ]; then
+  if [ "${CI:-}" = true ]; then
+    echo "CI: the Iggy runtime tests need iggy-server and iggy-connectors in $iggy_dir" >&2
+    exit 1
+  fi
+  echo "NOT RUN: the tests inside the real Iggy runtime (tests/tests/iggy_runtime*.rs): no iggy-server and iggy-connectors in $iggy_dir; set FLUSS_SINK_IGGY_DIR to a folder with both (apache/iggy builds them)"
+fi
+
 echo "== cargo test"
 cargo test --workspace --all-targets

@@ -10,8 +10,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use fluss::metadata::TablePath as FlussPath;
+use iggy_connector_fluss_sink::schema::TablePath;
 use serde_json::{Value, json};
 
+use crate::fluss_cluster::bootstrap;
 use crate::repo_root;
 
 const HTTP: &str = "http://127.0.0.1:3000";
@@ -29,6 +32,22 @@ pub fn binaries() -> Result<PathBuf, String> {
              apache/iggy builds them: see ../shared/iggy/README.md)",
             dir.display()
         ))
+    }
+}
+
+/// Whether the Iggy binaries are here to run a test with. With `CI=true`
+/// their absence fails the test; elsewhere it prints one line saying the
+/// test did not run and how to provide them, and the test returns.
+pub fn binaries_present(test: &str) -> bool {
+    match binaries() {
+        Ok(_) => true,
+        Err(reason) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("{test} needs the Iggy binaries (CI=true): {reason}")
+        }
+        Err(reason) => {
+            eprintln!("NOT RUN {test}: {reason}");
+            false
+        }
     }
 }
 
@@ -352,4 +371,26 @@ config_dir = "{connectors}"
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .current_dir(&home);
     spawn(&format!("iggy-connectors-{name}"), runtime, work)
+}
+
+/// Waits until the plugin (opened by the runtime) has created `table`.
+pub fn wait_for_table(table: &TablePath) {
+    wait_for_table_at(&bootstrap(), table);
+}
+
+/// [`wait_for_table`] in the cluster at `bootstrap_servers`.
+pub fn wait_for_table_at(bootstrap_servers: &str, table: &TablePath) {
+    crate::fluss_cluster::block(async {
+        let conn = crate::fluss_cluster::connection_to(bootstrap_servers).await;
+        let admin = conn.get_admin().unwrap();
+        let path = FlussPath::new(table.database.clone(), table.table.clone());
+        let started = Instant::now();
+        while !admin.table_exists(&path).await.unwrap_or(false) {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the runtime did not open the sink within 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
 }

@@ -1,0 +1,286 @@
+//! Delivery through the real Apache Iggy runtime (see `iggy_runtime.rs` for
+//! the harness's needs): what a runtime stopped or crashing mid-stream loses
+//! or repeats, and two runtimes sharing a topic in one consumer group. The
+//! runtime commits a poll's offsets when it polls, before `consume`: these
+//! tests measure what that allows, and assert it.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use iggy_connector_fluss_sink::schema::TablePath;
+use integration_tests::fluss_cluster::{block, bootstrap, read_log, read_log_at, unique_table};
+use integration_tests::iggy::{
+    Connector, Outgoing, Server, binaries_present, start_runtime, wait_for_table, wait_for_table_at,
+};
+use integration_tests::local_cluster::LocalCluster;
+
+/// The server's ports are fixed: one test at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// How a runtime process is stopped mid-stream.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// SIGTERM: the runtime shuts down (waits for its tasks, calls `close`).
+    Graceful,
+    /// SIGKILL: the process is gone at once.
+    Crash,
+}
+
+/// Each order id in `table` (at `bootstrap`) and how many times it was
+/// written, once `expected` rows arrived or 30 s passed.
+fn order_counts(bootstrap: &str, table: &TablePath, expected: usize) -> BTreeMap<i64, usize> {
+    let rows = block(read_log_at(bootstrap, table, expected, Duration::from_secs(30)));
+    let mut counts = BTreeMap::new();
+    for row in rows {
+        *counts.entry(row[0].parse::<i64>().unwrap()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// The ids of `0..total` missing from `counts`, and those written more than once.
+fn missing_and_repeated(total: u64, counts: &BTreeMap<i64, usize>) -> (Vec<i64>, Vec<i64>) {
+    let missing = (0..total as i64).filter(|id| !counts.contains_key(id)).collect();
+    let repeated = counts
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, _)| *id)
+        .collect();
+    (missing, repeated)
+}
+
+fn orders_config(bootstrap: &str, table: &TablePath) -> String {
+    format!(
+        r#"bootstrap_servers = "{bootstrap}"
+database = "{database}"
+table = "{name}"
+delivery_timeout = "60s"
+columns = [ {{ name = "order_id", type = "BIGINT", nullable = false }}, {{ name = "customer", type = "STRING" }} ]"#,
+        database = table.database,
+        name = table.table,
+    )
+}
+
+/// The runtime commits a poll's offsets when it polls, before it calls
+/// `consume` (at-most-once). Stopped mid-stream while a producer keeps
+/// writing, then started again, it loses at most one poll (one run of
+/// consecutive offsets, at most `batch_length`) and repeats nothing, with
+/// SIGTERM as with SIGKILL: on SIGTERM the poll taken when the signal came
+/// is never handed to the plugin, which wrote every message it was given
+/// (its close line: received = written); on SIGKILL the poll being
+/// consumed is lost unless its rows had already reached Fluss.
+#[test]
+fn a_runtime_stopped_mid_stream_loses_at_most_one_poll_and_repeats_nothing() {
+    if !binaries_present("a_runtime_stopped_mid_stream_loses_at_most_one_poll_and_repeats_nothing") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for stop in [Stop::Graceful, Stop::Crash] {
+        let work = tempfile::tempdir().unwrap();
+        let server = Server::start(work.path(), 1);
+        let table = unique_table("runtime_restart");
+        const TOTAL: u64 = 20_000;
+        server.produce_orders(0, 2_000);
+        let connector = Connector::new(orders_config(&bootstrap(), &table));
+        let mut runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
+        wait_for_table(&table);
+        assert_eq!(order_counts(&bootstrap(), &table, 2_000).len(), 2_000);
+        let stopped = std::thread::scope(|scope| {
+            let producer = scope.spawn(|| {
+                for from in (2_000..TOTAL).step_by(200) {
+                    server.produce_orders(from, from + 200);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            let stopped = match stop {
+                Stop::Graceful => runtime.terminate(Duration::from_secs(30)),
+                Stop::Crash => {
+                    runtime.kill();
+                    true
+                }
+            };
+            std::thread::sleep(Duration::from_millis(500));
+            runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
+            producer.join().unwrap();
+            stopped
+        });
+        assert!(stopped, "the runtime stopped within 30 s of SIGTERM");
+        let counts = order_counts(&bootstrap(), &table, TOTAL as usize);
+        let (missing, repeated) = missing_and_repeated(TOTAL, &counts);
+        eprintln!(
+            "{stop:?} mid-stream: {} of {TOTAL} landed, {} missing ({:?}..={:?}), {} repeated",
+            counts.len(),
+            missing.len(),
+            missing.first(),
+            missing.last(),
+            repeated.len()
+        );
+        assert!(repeated.is_empty(), "{stop:?}: repeated {repeated:?}");
+        let consecutive = missing.windows(2).all(|w| w[1] == w[0] + 1);
+        assert!(
+            consecutive && missing.len() <= connector.batch_length,
+            "{stop:?} may lose one poll, no more: {missing:?}"
+        );
+        if let Stop::Graceful = stop {
+            // What the runtime handed the plugin before SIGTERM, it wrote: the
+            // loss, if any, is a poll the runtime committed and never handed over.
+            let log = runtime.log();
+            let closed = log
+                .lines()
+                .find(|l| l.contains("closed instance="))
+                .expect("the runtime closed the sink on SIGTERM");
+            let field = |name: &str| -> u64 {
+                let at = closed.find(&format!("{name}=")).unwrap() + name.len() + 1;
+                closed[at..]
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            };
+            assert_eq!(field("received"), field("written"), "{closed}");
+            if let Some(first) = missing.first() {
+                assert_eq!(
+                    *first as u64,
+                    field("received"),
+                    "the lost poll comes right after what the plugin got"
+                );
+            }
+        }
+    }
+}
+
+/// A crash *during* a `consume` (Fluss hung, so the consume waits for its
+/// acknowledgements) loses what the runtime had already committed and the
+/// sink had not got acknowledged: at most that one poll's messages, here
+/// offsets 2,000..3,000. Nothing is repeated (at-most-once), nothing
+/// outside that poll is lost.
+#[test]
+fn a_runtime_crashing_during_a_consume_loses_at_most_that_poll_and_repeats_nothing() {
+    if !binaries_present("a_runtime_crashing_during_a_consume_loses_at_most_that_poll_and_repeats_nothing") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = LocalCluster::start("runtime", 9423, 2391, 1);
+    let bootstrap = cluster.bootstrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = Server::start(work.path(), 1);
+    let table = unique_table("runtime_crash");
+    server.produce_orders(0, 2_000);
+    let connector = Connector::new(orders_config(&bootstrap, &table));
+    let mut runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
+    wait_for_table_at(&bootstrap, &table);
+    assert_eq!(order_counts(&bootstrap, &table, 2_000).len(), 2_000);
+
+    cluster.script(&["pause"]);
+    server.produce_orders(2_000, 3_000);
+    std::thread::sleep(Duration::from_secs(2)); // polled, committed, consume waiting on Fluss
+    runtime.kill();
+    cluster.script(&["resume"]);
+    let _runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
+    server.produce_orders(3_000, 4_000);
+
+    let counts = order_counts(&bootstrap, &table, 4_000);
+    let (missing, repeated) = missing_and_repeated(4_000, &counts);
+    eprintln!(
+        "Crash during a consume: {} of 4000 landed, {} missing ({:?}..={:?}), {} repeated",
+        counts.len(),
+        missing.len(),
+        missing.first(),
+        missing.last(),
+        repeated.len()
+    );
+    assert!(repeated.is_empty(), "repeated {repeated:?}");
+    assert!(
+        missing.iter().all(|id| (2_000..3_000).contains(id)),
+        "only the poll in flight at the crash may be lost: {missing:?}"
+    );
+    assert!(
+        (3_000..4_000).all(|id| counts.get(&id) == Some(&1)),
+        "the runtime went on after its restart"
+    );
+}
+
+/// The `received=` count of the plugin's close line in a runtime's log.
+fn received_at_close(log: &str) -> u64 {
+    let line = log
+        .lines()
+        .find(|l| l.contains("closed instance="))
+        .expect("the runtime closed the sink on SIGTERM");
+    let at = line.find("received=").unwrap() + "received=".len();
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn two_runtimes_in_one_consumer_group_share_a_four_partition_topic_and_write_each_message_once() {
+    if !binaries_present(
+        "two_runtimes_in_one_consumer_group_share_a_four_partition_topic_and_write_each_message_once",
+    ) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let work = tempfile::tempdir().unwrap();
+    let server = Server::start(work.path(), 4);
+    let table = unique_table("runtime_group");
+    let config = format!(
+        r#"bootstrap_servers = "{bootstrap}"
+database = "{database}"
+table = "{name}"
+include_metadata = true
+columns = [
+  {{ name = "order_id", type = "BIGINT", nullable = false }},
+  {{ name = "customer", type = "STRING" }},
+  {{ name = "iggy_partition", type = "INT" }},
+]"#,
+        bootstrap = bootstrap(),
+        database = table.database,
+        name = table.table,
+    );
+    let connector = Connector::new(config);
+    let mut first = start_runtime(&server, work.path(), "runtime-a", &connector, &[]);
+    wait_for_table(&table);
+    let mut second = start_runtime(&server, work.path(), "runtime-b", &connector, &[]);
+    std::thread::sleep(Duration::from_secs(2)); // both in the group
+    const TOTAL: u64 = 8_000;
+    let messages: Vec<Outgoing> = (0..TOTAL)
+        .map(|i| {
+            Outgoing::with_header(
+                format!(r#"{{"order_id":{i},"customer":"c{i}"}}"#),
+                "source",
+                "e2e",
+            )
+        })
+        .collect();
+    for chunk in messages.chunks(100) {
+        server.produce_messages(None, chunk);
+    }
+    let rows = block(read_log(&table, TOTAL as usize, Duration::from_secs(60)));
+    let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
+    let mut partitions = std::collections::BTreeSet::new();
+    for row in &rows {
+        *counts.entry(row[0].parse().unwrap()).or_insert(0) += 1;
+        partitions.insert(row[2].clone());
+    }
+    let (missing, repeated) = missing_and_repeated(TOTAL, &counts);
+    assert!(first.terminate(Duration::from_secs(30)) && second.terminate(Duration::from_secs(30)));
+    let (a, b) = (received_at_close(&first.log()), received_at_close(&second.log()));
+    eprintln!(
+        "consumer group: {} rows, {} missing, {} repeated, partitions {partitions:?}, runtime a got {a}, b got {b}",
+        rows.len(),
+        missing.len(),
+        repeated.len()
+    );
+    assert!(
+        missing.is_empty() && repeated.is_empty(),
+        "missing {missing:?}, repeated {repeated:?}"
+    );
+    assert_eq!(partitions.len(), 4, "messages came from all four partitions");
+    assert!(a > 0 && b > 0, "both runtimes took a share: {a} and {b}");
+    assert_eq!(a + b, TOTAL, "each message was handed to one runtime only");
+}
