@@ -83,6 +83,18 @@ impl Running {
         false
     }
 
+    /// Stops the process where it is (SIGSTOP), until [`Running::resume`].
+    pub fn pause(&self) {
+        // SAFETY: kill(2) on our own child's pid with a valid signal.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGSTOP) };
+    }
+
+    /// Lets a paused process go on (SIGCONT).
+    pub fn resume(&self) {
+        // SAFETY: kill(2) on our own child's pid with a valid signal.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGCONT) };
+    }
+
     /// Kills the process at once (SIGKILL).
     pub fn kill(&mut self) {
         let _ = self.child.kill();
