@@ -1,14 +1,29 @@
 #!/usr/bin/env bash
 # The main job end to end (README: "Run the demo"): a local Fluss cluster up,
-# the WebAssembly transforms built, the plugin built and loaded with dlopen as
-# the connectors runtime loads it, 10,000 messages through it, and the rows
-# read back from Fluss and shown. Leaves the cluster running when it was
-# already up; `KEEP_FLUSS=1` keeps one it started.
+# the Rust transforms built (the demo runs one), the plugin built, 10,000
+# messages through it — inside the real Iggy server and connectors runtime
+# when their binaries are in ../shared/iggy (or $FLUSS_SINK_IGGY_DIR), else
+# through the plugin's C functions loaded with dlopen as the runtime loads
+# them — and the rows read back from Fluss and shown. Leaves the cluster
+# running when it was already up; `KEEP_FLUSS=1` keeps one it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== build the transforms (installs the wasm guest toolchain if missing)"
-cargo xtask build-transforms
+echo "== build the Rust transforms (installs the wasm guest toolchain if missing)"
+cargo xtask build-transforms rust
+
+iggy_dir=${FLUSS_SINK_IGGY_DIR:-../shared/iggy}
+if [ -x "$iggy_dir/iggy-server" ] && [ -x "$iggy_dir/iggy-connectors" ]; then
+  echo "== the Iggy binaries are in $iggy_dir: the demo runs through the real runtime"
+  if ! ldconfig -p | grep -q 'libhwloc\.so\.15' || ! ldconfig -p | grep -q 'libudev\.so\.1'; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libhwloc15 libudev1 >/dev/null
+  fi
+else
+  echo "== no Iggy binaries in $iggy_dir: the demo drives the plugin through its C functions (set FLUSS_SINK_IGGY_DIR to run it in the real runtime)"
+fi
 
 echo "== build the plugin library"
 cargo build -p iggy_connector_fluss_sink

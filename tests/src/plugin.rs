@@ -1,7 +1,7 @@
 //! The plugin as the connectors runtime sees it: the built `.so` loaded with
 //! dlopen, its four symbols looked up by name, and the postcard buffers of
 //! `consume` written by this module's own encoder (from the byte layout in
-//! `../shared/design/iggy-runtime-abi.md`, independent of the plugin's decoder).
+//! `docs/runtime-contract.md`, independent of the plugin's decoder).
 
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};

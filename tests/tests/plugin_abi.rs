@@ -586,7 +586,7 @@ fn close_during_a_consume_waits_for_it_and_does_not_deadlock() {
     );
 }
 
-/// What the runtime really does (`../shared/design/iggy-runtime-abi.md`):
+/// What the runtime really does (`docs/runtime-contract.md`):
 /// its Avro, Proto and FlatBuffer decoders hand over JSON bytes in batches
 /// still tagged with the original schema; polls whose messages were all
 /// dropped arrive empty; `close` comes twice for one id.

@@ -1,5 +1,5 @@
 //! Decoding of the three postcard buffers the connectors runtime hands to
-//! `iggy_sink_consume` (layout in `../shared/design/iggy-runtime-abi.md`),
+//! `iggy_sink_consume` (layout in `docs/runtime-contract.md`),
 //! written from the byte layout, without the runtime's crates.
 
 use base64::Engine as _;

@@ -1,4 +1,4 @@
-//! The connectors runtime's C ABI (`../shared/design/iggy-runtime-abi.md`).
+//! The connectors runtime's C ABI (`docs/runtime-contract.md`).
 //! Only this module touches what the runtime hands over: it turns borrowed
 //! pointers into slices, [`decode`]s the postcard buffers, and drives one
 //! [`Pipeline`] per instance id on the plugin's own tokio runtime.
