@@ -125,6 +125,12 @@ pub struct TransformConfig {
     /// Rows one batch may return.
     #[serde(default)]
     pub max_rows_per_batch: Option<usize>,
+    /// Swap in a new version of the file at `path` without a restart.
+    #[serde(default = "yes")]
+    pub reload: bool,
+    /// How often the file is checked for a new version.
+    #[serde(default = "default_reload_check_interval", with = "duration")]
+    pub reload_check_interval: Duration,
     /// Encoded row bytes one batch may return ("128 MiB" or bytes).
     #[serde(default, deserialize_with = "opt_byte_size")]
     pub max_output_bytes: Option<u64>,
@@ -278,6 +284,9 @@ fn default_buffer_wait_timeout() -> Duration {
 }
 fn default_open_timeout() -> Duration {
     Duration::from_secs(60)
+}
+fn default_reload_check_interval() -> Duration {
+    Duration::from_secs(2)
 }
 fn default_close_timeout() -> Duration {
     Duration::from_secs(5)

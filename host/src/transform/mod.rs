@@ -149,6 +149,7 @@ pub struct Transform {
     pool: Mutex<Vec<Instance>>,
     stats: TransformStats,
     load_info: LoadInfo,
+    version: String,
 }
 
 struct OwnedTable {
@@ -180,6 +181,7 @@ impl Transform {
             source,
         })?;
         engine::check_header(&path, &bytes)?;
+        let version = version_of(&bytes);
         if let Some(dir) = &spec.cache_dir {
             cache::ensure_private(dir)?;
         }
@@ -236,6 +238,7 @@ impl Transform {
             pool: Mutex::new(Vec::new()),
             stats: TransformStats::default(),
             load_info,
+            version,
         };
         let first = transform.new_instance()?;
         transform.give_back(first);
@@ -245,6 +248,17 @@ impl Transform {
     /// How the component was obtained.
     pub fn load_info(&self) -> LoadInfo {
         self.load_info
+    }
+
+    /// The component's version: the first 12 hex digits of the SHA-256 of
+    /// its file, as the log and the metrics name it.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The file it was loaded from.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
     }
 
     /// The transform's counters.
@@ -292,4 +306,14 @@ impl Transform {
         });
         Ok(output)
     }
+}
+
+/// A component's version: the first 12 hex digits of the SHA-256 of its bytes.
+pub fn version_of(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

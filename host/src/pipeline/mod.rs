@@ -9,13 +9,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::batch::{MessageBatch, PayloadSchema};
-use crate::config::{ConfigError, PayloadFormat, SinkConfig, TableType};
+use crate::config::{ConfigError, SinkConfig, TableType};
 use crate::deadline::Deadline;
-use crate::mapping::JsonMapping;
-use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
+use crate::rows::TransformOutput;
 use crate::schema::{TablePath, TableSchema};
-use crate::transform::{Transform, TransformError};
-use crate::writer::{DeadLetterKind, FlussWriter, WriteError, WriteReport};
+use crate::transform::TransformError;
+use crate::writer::{FlussWriter, WriteError, WriteReport};
+
+mod stage;
+
+pub use stage::RowStage;
 
 /// Why an instance could not open or a batch could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -40,88 +43,6 @@ pub enum PipelineError {
     /// A worker task ended without an answer (it panicked).
     #[error("internal error: {0}")]
     Internal(String),
-}
-
-/// How messages become rows: a WebAssembly transform, the JSON mapping, or
-/// Arrow IPC passthrough (written as it is, without rows).
-pub enum RowStage {
-    /// A loaded transform.
-    Wasm(Arc<Transform>),
-    /// JSON fields onto columns by name.
-    Json(JsonMapping),
-    /// Arrow IPC payloads appended as they are.
-    ArrowIpc,
-}
-
-impl RowStage {
-    /// The stage `config` asks for, for the sink table `schema` (loading a
-    /// transform compiles it: call off async workers).
-    pub fn from_config(config: &SinkConfig, schema: &TableSchema) -> Result<Self, TransformError> {
-        Ok(match (config.transform_spec(), config.payload_format) {
-            (Some(spec), _) => {
-                let transform = Transform::load(&spec, std::slice::from_ref(schema))?;
-                let info = transform.load_info();
-                tracing::info!("transform loaded ({:?}, {:?})", info.source, info.compile_time);
-                Self::Wasm(Arc::new(transform))
-            }
-            (None, PayloadFormat::Json) => Self::Json(
-                JsonMapping::new(schema, config.write_mode().row_kind())
-                    .with_partial_update(config.partial_update)
-                    .with_metadata(config.include_metadata)
-                    .with_route_field(config.route_field())
-                    .with_op_header(
-                        (config.table_type == TableType::PrimaryKey).then(|| config.op_header.clone()),
-                    ),
-            ),
-            (None, PayloadFormat::ArrowIpc) => Self::ArrowIpc,
-        })
-    }
-
-    /// The rows of `chunk`, whose payloads are of the runtime's `schema`
-    /// (CPU work). Arrow IPC has no rows: its payloads are written as they are.
-    pub fn rows(
-        &self,
-        schema: PayloadSchema,
-        chunk: &MessageBatch,
-    ) -> Result<TransformOutput, TransformError> {
-        match self {
-            Self::Wasm(transform) => transform.process(chunk),
-            // The runtime's decoders for Avro, Proto and FlatBuffer streams (and
-            // its avro_convert / proto_convert transforms) hand the sink JSON
-            // bytes while the batch keeps its original tag: map them as JSON,
-            // and say so where a payload is not JSON after all.
-            Self::Json(mapping) => {
-                let mut output = mapping.map_batch(chunk);
-                if matches!(
-                    schema,
-                    PayloadSchema::Avro | PayloadSchema::Proto | PayloadSchema::FlatBuffer
-                ) {
-                    for outcome in &mut output.outcomes {
-                        if let MessageOutcome::DeadLetter(reason) = outcome {
-                            reason.push_str(&format!(
-                                " (the stream is tagged {schema:?}; without a transform the sink maps JSON, which \
-                                 the runtime's {schema:?} decoder hands over)"
-                            ));
-                        }
-                    }
-                }
-                Ok(output)
-            }
-            Self::ArrowIpc => Ok(dead_letter_all(
-                chunk.len(),
-                "arrow_ipc payloads are appended as they are, not made into rows",
-            )),
-        }
-    }
-
-    /// The kind dead letters of this stage carry.
-    pub fn kind(&self) -> DeadLetterKind {
-        match self {
-            Self::Wasm(_) => DeadLetterKind::Transform,
-            Self::Json(_) => DeadLetterKind::Mapping,
-            Self::ArrowIpc => DeadLetterKind::ArrowIpc,
-        }
-    }
 }
 
 /// Counts of messages since the instance opened.
@@ -345,12 +266,4 @@ fn check_table(config: &SinkConfig, schema: &TableSchema) -> Result<(), Pipeline
         return mismatch(format!("partial_update is on, but {reason}"));
     }
     Ok(())
-}
-
-/// An output that dead-letters all `count` messages for `reason`.
-fn dead_letter_all(count: usize, reason: &str) -> TransformOutput {
-    TransformOutput {
-        outcomes: vec![MessageOutcome::DeadLetter(reason.to_string()); count],
-        rows: RowBatch::default(),
-    }
 }
