@@ -16,6 +16,7 @@ pub mod deadline;
 pub mod decimal;
 pub mod mapping;
 pub mod metadata;
+pub mod metrics;
 pub mod pipeline;
 pub mod rows;
 pub mod schema;

@@ -174,7 +174,10 @@ pub unsafe extern "C" fn iggy_sink_open(
             }
         };
         let close_timeout = config.close_timeout;
-        let opened = block_on(Pipeline::open(config).instrument(tracing::Span::current()), None);
+        let opened = block_on(
+            Pipeline::open(config, id).instrument(tracing::Span::current()),
+            None,
+        );
         let pipeline = match opened.and_then(|r| r.map_err(|e| e.to_string())) {
             Ok(p) => Arc::new(p),
             Err(e) => {

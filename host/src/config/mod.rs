@@ -235,6 +235,10 @@ pub struct SinkConfig {
     /// may be routed to besides the sink's own.
     #[serde(default)]
     pub allowed_tables: Vec<String>,
+    /// `host:port` to serve Prometheus metrics on (`GET /metrics`), shared
+    /// by every instance in the process that names it.
+    #[serde(default, deserialize_with = "opt_lenient_string")]
+    pub metrics_address: Option<String>,
     /// The longest a batch may take to be acknowledged, retries included.
     #[serde(default = "default_delivery_timeout", with = "duration")]
     pub delivery_timeout: Duration,
@@ -331,6 +335,12 @@ impl SinkConfig {
                     "{name} must be more than 0 (it bounds the call it names), for example \"30s\""
                 ));
             }
+        }
+        if let Some(t) = &self.transform
+            && t.reload
+            && t.reload_check_interval.is_zero()
+        {
+            return bad("transform.reload_check_interval must be more than 0, for example \"2s\"".into());
         }
         self.allowed_table_patterns()?;
         if self.bucket_count == Some(0) {

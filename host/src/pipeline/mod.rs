@@ -6,16 +6,18 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::batch::{MessageBatch, PayloadSchema};
 use crate::config::{ConfigError, SinkConfig, TableType};
 use crate::deadline::Deadline;
+use crate::metrics::InstanceMetrics;
 use crate::rows::TransformOutput;
 use crate::schema::{TablePath, TableSchema};
-use crate::transform::TransformError;
+use crate::transform::{Reloadable, TransformError};
 use crate::writer::{FlussWriter, WriteError, WriteReport};
 
+mod reload;
 mod stage;
 
 pub use stage::RowStage;
@@ -40,6 +42,9 @@ pub enum PipelineError {
         /// What does not match.
         reason: String,
     },
+    /// The metrics endpoint could not start.
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::server::ServeError),
     /// A worker task ended without an answer (it panicked).
     #[error("internal error: {0}")]
     Internal(String),
@@ -62,7 +67,10 @@ pub struct PipelineStats {
 pub struct Pipeline {
     table: TablePath,
     schema: TableSchema,
-    stage: RowStage,
+    stage: Arc<RowStage>,
+    /// The transform's versions, when there is a transform.
+    versions: Option<reload::Versions>,
+    metrics: Arc<InstanceMetrics>,
     writer: FlussWriter,
     batch_size: usize,
     stats: PipelineStats,
@@ -71,26 +79,46 @@ pub struct Pipeline {
 impl Pipeline {
     /// Connects to Fluss, creates or reads the sink table, checks it against
     /// the config, and loads the transform.
-    pub async fn open(config: SinkConfig) -> Result<Self, PipelineError> {
+    /// `instance` labels its metrics (the runtime's connector id).
+    pub async fn open(config: SinkConfig, instance: u32) -> Result<Self, PipelineError> {
         let table = config.table_path()?;
         let deadline = Deadline::after(config.open_timeout);
-        let writer = FlussWriter::connect_within(config.writer_settings(), deadline).await?;
+        let metrics = Arc::new(InstanceMetrics::new(instance));
+        if let Some(address) = &config.metrics_address {
+            crate::metrics::server::ensure(address).await?;
+        }
+        let writer = FlussWriter::connect_within(config.writer_settings(), deadline)
+            .await?
+            .observed_by(metrics.clone());
         let schema = match config.declared_schema()? {
             Some(declared) => writer.ensure_table_within(&declared, deadline).await?,
             None => writer.table_schema_within(&table, deadline).await?,
         };
         check_table(&config, &schema)?;
-        let stage = {
+        let (stage, reloadable) = {
             let (config, schema) = (config.clone(), schema.clone());
-            tokio::task::spawn_blocking(move || RowStage::from_config(&config, &schema))
-                .await
-                .map_err(|e| PipelineError::Internal(format!("loading the transform: {e}")))??
+            tokio::task::spawn_blocking(move || match config.transform_spec() {
+                Some(spec) => {
+                    let reloadable = Arc::new(Reloadable::load(spec, std::slice::from_ref(&schema))?);
+                    Ok((RowStage::Wasm(reloadable.current()), Some(reloadable)))
+                }
+                None => RowStage::from_config(&config, &schema).map(|stage| (stage, None)),
+            })
+            .await
+            .map_err(|e| PipelineError::Internal(format!("loading the transform: {e}")))?
+            .map_err(PipelineError::Transform)?
         };
+        let versions = reloadable.map(|r| {
+            let t = config.transform.as_ref().expect("a transform was loaded");
+            reload::Versions::new(r, t.reload, t.reload_check_interval, metrics.clone())
+        });
         tracing::info!(table = %table, "Fluss sink open");
         Ok(Self {
             table,
             schema,
-            stage,
+            stage: Arc::new(stage),
+            versions,
+            metrics,
             writer,
             batch_size: config.batch_size,
             stats: PipelineStats::default(),
@@ -119,15 +147,21 @@ impl Pipeline {
         batch: MessageBatch,
     ) -> Result<WriteReport, PipelineError> {
         let deadline = Deadline::after(self.writer.settings().delivery_timeout);
+        let started = Instant::now();
         self.stats
             .received
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.metrics.consume_started(batch.len());
         if batch.is_empty() {
+            self.metrics.consume_ended(0, started.elapsed(), true);
             return Ok(WriteReport::default());
         }
         let (count, source) = (batch.len(), batch.source.clone());
         let (first, last) = (batch.get(0).offset, batch.get(count - 1).offset);
-        let report = match self.write_batch(schema, batch, deadline).await {
+        let written = self.write_batch(schema, batch, deadline).await;
+        self.metrics
+            .consume_ended(count, started.elapsed(), written.is_ok());
+        let report = match written {
             Ok(report) => report,
             Err(e) => {
                 tracing::error!(
@@ -157,7 +191,7 @@ impl Pipeline {
         batch: MessageBatch,
         deadline: Deadline,
     ) -> Result<WriteReport, PipelineError> {
-        if let RowStage::ArrowIpc = self.stage {
+        if let RowStage::ArrowIpc = *self.stage {
             return Ok(self
                 .writer
                 .write_arrow_ipc_within(&batch, &self.table, deadline)
@@ -183,6 +217,13 @@ impl Pipeline {
         let span = tracing::Span::current();
         let starts: Vec<usize> = (0..count).step_by(self.batch_size).collect();
         let at_once = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+        // One version of the transform for the whole batch (hot reload swaps
+        // versions between batches only).
+        let stage = match &self.versions {
+            Some(versions) => Arc::new(RowStage::Wasm(versions.for_batch(batch))),
+            None => self.stage.clone(),
+        };
+        let faults_before = stage.faults();
         let mut output = TransformOutput::default();
         for wave in starts.chunks(at_once) {
             let tasks: Vec<_> = wave
@@ -193,8 +234,17 @@ impl Pipeline {
                     } else {
                         Arc::new(batch.slice(start..(start + self.batch_size).min(count)))
                     };
-                    let (this, span) = (self.clone(), span.clone());
-                    tokio::task::spawn_blocking(move || span.in_scope(|| this.stage.rows(schema, &chunk)))
+                    let (stage, span, metrics) = (stage.clone(), span.clone(), self.metrics.clone());
+                    tokio::task::spawn_blocking(move || {
+                        span.in_scope(|| {
+                            let started = Instant::now();
+                            let rows = stage.rows(schema, &chunk);
+                            if let RowStage::Wasm(_) = *stage {
+                                metrics.transform_call(started.elapsed());
+                            }
+                            rows
+                        })
+                    })
                 })
                 .collect();
             for task in tasks {
@@ -204,10 +254,13 @@ impl Pipeline {
                 output.append(part);
             }
         }
+        self.metrics
+            .transform_faults(stage.faults().saturating_sub(faults_before));
         Ok(output)
     }
 
     fn count(&self, report: &WriteReport) {
+        self.metrics.outcomes(report.written, report.filtered);
         self.stats
             .written
             .fetch_add(report.written as u64, Ordering::Relaxed);

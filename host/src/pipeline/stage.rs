@@ -84,6 +84,14 @@ impl RowStage {
         }
     }
 
+    /// Transform calls that failed so far (0 without a transform).
+    pub fn faults(&self) -> u64 {
+        match self {
+            Self::Wasm(t) => t.stats().faults.load(std::sync::atomic::Ordering::Relaxed),
+            _ => 0,
+        }
+    }
+
     /// The kind dead letters of this stage carry.
     pub fn kind(&self) -> DeadLetterKind {
         match self {

@@ -25,6 +25,7 @@ mod error;
 mod guest;
 mod isolation;
 mod pool;
+mod reload;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
@@ -41,6 +42,7 @@ pub use error::TransformError;
 use guest::GuestState;
 use isolation::Fault;
 use pool::Instance;
+pub use reload::{ReloadOutcome, Reloadable};
 
 /// Limits on one transform's instances. Every one has a default and can be set.
 #[derive(Debug, Clone, PartialEq)]

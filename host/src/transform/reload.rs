@@ -103,7 +103,8 @@ impl Reloadable {
         };
         let version = version_of(&bytes);
         let from = self.current().version().to_string();
-        if version == from || self.refused.lock().expect("reload state poisoned").as_deref() == Some(&version) {
+        if version == from || self.refused.lock().expect("reload state poisoned").as_deref() == Some(&version)
+        {
             return ReloadOutcome::Unchanged;
         }
         let refuse = |reason: String| {

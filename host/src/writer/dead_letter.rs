@@ -32,6 +32,17 @@ pub enum DeadLetterKind {
 }
 
 impl DeadLetterKind {
+    /// Every kind.
+    pub const ALL: [DeadLetterKind; 7] = [
+        Self::Mapping,
+        Self::Transform,
+        Self::ArrowIpc,
+        Self::Table,
+        Self::Schema,
+        Self::Partition,
+        Self::Write,
+    ];
+
     /// The name stored in the dead-letter table.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -134,6 +145,14 @@ impl FlussWriter {
     ) -> Result<(), WriteError> {
         if letters.is_empty() {
             return Ok(());
+        }
+        if let Some(metrics) = &self.metrics {
+            for kind in DeadLetterKind::ALL {
+                let count = letters.iter().filter(|(_, k, _)| *k == kind).count();
+                if count > 0 {
+                    metrics.dead_lettered(kind, count as u64);
+                }
+            }
         }
         let Some(path) = &self.settings.dead_letter_table else {
             for (i, kind, reason) in letters {

@@ -3,7 +3,7 @@
 //! [`Deadline`]. The client's flush only hurries rows out; it races the
 //! acknowledgements and is never waited for on its own.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fluss::client::WriteResultFuture;
 use fluss::row::GenericRow;
@@ -219,6 +219,7 @@ impl FlussWriter {
             })
         };
         let parts = append_parts(rows, APPEND_BYTES);
+        let sent_at = Instant::now();
         let sent = tokio::task::block_in_place(|| {
             parts
                 .iter()
@@ -241,7 +242,7 @@ impl FlussWriter {
                         ));
                     }
                     Some(Err(e)) => Err(e),
-                    Some(Ok(future)) => match self.acknowledgement(path, future, deadline).await {
+                    Some(Ok(future)) => match self.acknowledgement(path, future, deadline, sent_at).await {
                         Some(result) => result,
                         None => return Err(undelivered(what, 0, "no acknowledgement before the deadline")),
                     },
@@ -354,6 +355,7 @@ impl FlussWriter {
         while !round.is_empty() {
             // A send blocks the thread while the client's buffer is full:
             // let the runtime move its other tasks off this worker meanwhile.
+            let sent_at = Instant::now();
             let sent: Vec<(usize, fluss::error::Result<WriteResultFuture>)> =
                 tokio::task::block_in_place(|| {
                     round
@@ -373,7 +375,7 @@ impl FlussWriter {
                 let mut last_error = None;
                 for (i, result) in sent {
                     let acked = match result {
-                        Ok(future) => match self.acknowledgement(path, future, deadline).await {
+                        Ok(future) => match self.acknowledgement(path, future, deadline, sent_at).await {
                             Some(Ok(())) => Acked::Done,
                             Some(Err(e)) => Acked::Failed(e),
                             None => {
@@ -419,6 +421,9 @@ impl FlussWriter {
             let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
             if attempt > self.settings.max_retries || deadline.remaining() <= backoff + jitter {
                 return Err(undelivered(what, attempt - 1, &error.to_string()));
+            }
+            if let Some(metrics) = &self.metrics {
+                metrics.retried(transient.len() as u64);
             }
             tracing::warn!(
                 attempt,
@@ -479,8 +484,9 @@ impl FlussWriter {
                     "the deadline passed before it was sent",
                 ));
             }
+            let sent = Instant::now();
             let result = match tokio::task::block_in_place(&mut send) {
-                Ok(future) => match self.acknowledgement(table, future, deadline).await {
+                Ok(future) => match self.acknowledgement(table, future, deadline, sent).await {
                     Some(result) => result,
                     None => {
                         return Err(undelivered(
@@ -505,6 +511,9 @@ impl FlussWriter {
                 return Err(undelivered(what, attempt - 1, &error.to_string()));
             }
             let wait = backoff + jitter;
+            if let Some(metrics) = &self.metrics {
+                metrics.retried(1);
+            }
             if warn_on_retry {
                 tracing::warn!(
                     attempt,
@@ -529,17 +538,24 @@ impl FlussWriter {
         table: &TablePath,
         ack: WriteResultFuture,
         deadline: Deadline,
+        sent: Instant,
     ) -> Option<fluss::error::Result<()>> {
+        let acknowledged = |result: fluss::error::Result<()>| {
+            if let (Ok(()), Some(metrics)) = (&result, &self.metrics) {
+                metrics.acknowledged(sent.elapsed());
+            }
+            Some(result)
+        };
         tokio::pin!(ack);
         let first = deadline.at_most(NODELAY_NUDGE).instant();
         tokio::select! {
-            result = &mut ack => return Some(result),
+            result = &mut ack => return acknowledged(result),
             () = tokio::time::sleep_until(first) => self.sweeper.sweep_soon().await,
         }
         loop {
             let nudge = deadline.at_most(METADATA_NUDGE).instant();
             tokio::select! {
-                result = &mut ack => return Some(result),
+                result = &mut ack => return acknowledged(result),
                 () = tokio::time::sleep_until(nudge) => {
                     if deadline.expired() {
                         return None;

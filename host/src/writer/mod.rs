@@ -33,6 +33,7 @@ use tokio::sync::Mutex;
 
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
+use crate::metrics::InstanceMetrics;
 use crate::rows::{MessageOutcome, TransformOutput, check_row};
 use crate::schema::{TablePath, TableSchema};
 use tables::{Sink, Table};
@@ -135,6 +136,7 @@ pub struct FlussWriter {
     router: routing::Router,
     sweeper: Arc<nodelay::Sweeper>,
     sweeping: tokio::task::AbortHandle,
+    metrics: Option<Arc<InstanceMetrics>>,
 }
 
 impl Drop for FlussWriter {
@@ -210,6 +212,7 @@ impl FlussWriter {
             tables: Mutex::new(HashMap::new()),
             sweeper,
             sweeping,
+            metrics: None,
         };
         if let Some(path) = writer.settings.dead_letter_table.clone() {
             writer.open_dead_letter_table(&path, deadline).await?;
@@ -240,6 +243,13 @@ impl FlussWriter {
             table: format!("{path} (dead_letter_table)"),
             reason,
         })
+    }
+
+    /// Counts this writer's acknowledgements, retries, rows and dead
+    /// letters in `metrics`.
+    pub fn observed_by(mut self, metrics: Arc<InstanceMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The settings in force.
@@ -392,6 +402,21 @@ impl FlussWriter {
             kinds[message as usize] = DeadLetterKind::Write;
         }
 
+        if let Some(metrics) = &self.metrics {
+            for ((table_index, _), rows) in &groups {
+                let written = rows
+                    .iter()
+                    .filter(|(m, _, _)| {
+                        !matches!(output.outcomes[*m as usize], MessageOutcome::DeadLetter(_))
+                    })
+                    .count();
+                if written > 0 {
+                    let table = &table_of(*table_index).expect("resolved above").schema.path;
+                    metrics.rows_written(&table.to_string(), written as u64);
+                }
+            }
+        }
+
         let mut report = WriteReport::default();
         let mut letters = Vec::new();
         for (i, outcome) in output.outcomes.iter().enumerate() {
@@ -508,7 +533,13 @@ impl FlussWriter {
                 }
             }
             match failed {
-                None => report.written += 1,
+                None => {
+                    report.written += 1;
+                    if let Some(metrics) = &self.metrics {
+                        let rows: usize = parts.iter().map(|(_, p)| p.num_rows()).sum();
+                        metrics.rows_written(&table.to_string(), rows as u64);
+                    }
+                }
                 Some(reason) => reasons.push((i, DeadLetterKind::ArrowIpc, reason)),
             }
         }
