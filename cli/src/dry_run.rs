@@ -7,7 +7,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use comfy_table::{ContentArrangement, Table};
 use fluss_row_codec::{Cell, RowKind};
-use iggy_connector_fluss_sink::batch::PayloadSchema;
+use iggy_connector_fluss_sink::batch::{MessageBatch, PayloadSchema};
 use iggy_connector_fluss_sink::mapping::JsonMapping;
 use iggy_connector_fluss_sink::pipeline::RowStage;
 use iggy_connector_fluss_sink::rows::{MessageOutcome, TransformOutput};
@@ -19,35 +19,39 @@ use serde_json::{Value, json};
 use crate::input;
 
 /// Options of `dry-run`.
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct Args {
     /// JSON-lines file: one message payload per line (see --envelope).
     #[arg(long)]
-    input: PathBuf,
+    pub(crate) input: PathBuf,
     /// The transform component (.wasm); without it, the JSON mapping runs.
     #[arg(long)]
-    transform: Option<PathBuf>,
+    pub(crate) transform: Option<PathBuf>,
     /// The sink table's schema (TOML: table, primary_key, columns).
     #[arg(long)]
-    schema: Option<PathBuf>,
+    pub(crate) schema: Option<PathBuf>,
     /// A connector file: its declared columns and transform are used unless given above.
     #[arg(long)]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// A transform config entry, `key=value` (repeatable; replaces the connector file's).
     #[arg(long = "set", value_name = "KEY=VALUE")]
-    settings: Vec<String>,
+    pub(crate) settings: Vec<String>,
     /// Lines are `{"payload": …, "headers": {"k": "v"}}` instead of bare payloads.
     #[arg(long)]
-    envelope: bool,
+    pub(crate) envelope: bool,
     /// Print one JSON object per message instead of a table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Messages per transform call.
     #[arg(long, default_value_t = 1000)]
-    batch_size: usize,
+    pub(crate) batch_size: usize,
     /// Exit with status 1 when any message is dead-lettered.
     #[arg(long)]
-    fail_on_dead_letter: bool,
+    pub(crate) fail_on_dead_letter: bool,
+    /// A candidate transform (.wasm): run the same input through it too and
+    /// print only the messages whose outcome differs, with a summary line.
+    #[arg(long, value_name = "CANDIDATE.wasm")]
+    pub(crate) compare: Option<PathBuf>,
 }
 
 /// Why a dry run could not run.
@@ -70,7 +74,7 @@ pub enum DryRunError {
     Unsupported(String),
 }
 
-fn stage(args: &Args) -> Result<(TableSchema, RowStage), DryRunError> {
+pub(crate) fn stage(args: &Args) -> Result<(TableSchema, RowStage), DryRunError> {
     let connector = args.config.as_deref().map(input::connector_file).transpose()?;
     let config = connector.as_ref().map(|c| &c.config);
     let schema = match (&args.schema, config) {
@@ -127,29 +131,44 @@ fn stage(args: &Args) -> Result<(TableSchema, RowStage), DryRunError> {
     Ok((schema, stage))
 }
 
-/// Runs the dry run and prints its report.
-pub fn run(args: Args) -> Result<ExitCode, DryRunError> {
-    let (schema, stage) = stage(&args)?;
-    let batch = input::messages(&args.input, args.envelope)?;
+/// The rows of `batch` through `stage`, `size` messages a call, checked
+/// against the sink's table as the sink checks them.
+pub(crate) fn outputs(
+    stage: &RowStage,
+    schema: &TableSchema,
+    batch: &MessageBatch,
+    size: usize,
+) -> Result<TransformOutput, DryRunError> {
     let progress = ProgressBar::new(batch.len() as u64).with_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} messages {per_sec} eta {eta}")
             .expect("a valid template"),
     );
     let mut output = TransformOutput::default();
-    let size = args.batch_size.max(1);
+    let size = size.max(1);
     for start in (0..batch.len()).step_by(size) {
         let chunk = batch.slice(start..(start + size).min(batch.len()));
         let mut part = stage.rows(PayloadSchema::Json, &chunk)?;
         let default = schema.path.to_string();
         part.check_rows(|table| match table {
-            None => Some(&schema),
-            Some(name) if name == default => Some(&schema),
+            None => Some(schema),
+            Some(name) if name == default => Some(schema),
             Some(_) => None,
         });
         progress.inc(chunk.len() as u64);
         output.append(part);
     }
     progress.finish_and_clear();
+    Ok(output)
+}
+
+/// Runs the dry run and prints its report.
+pub fn run(args: Args) -> Result<ExitCode, DryRunError> {
+    if let Some(candidate) = args.compare.clone() {
+        return crate::compare::run(&args, &candidate);
+    }
+    let (schema, stage) = stage(&args)?;
+    let batch = input::messages(&args.input, args.envelope)?;
+    let output = outputs(&stage, &schema, &batch, args.batch_size)?;
 
     if args.json {
         for line in json_lines(&batch, &output, &schema) {
@@ -207,7 +226,7 @@ const ABSENT: &str = "<absent>";
 
 /// One row as shown: its table, kind, cells, and the columns it leaves out.
 #[derive(Clone)]
-struct ShownRow {
+pub(crate) struct ShownRow {
     table: String,
     kind: &'static str,
     /// By column name when the sink table's columns fit (absent cells left
@@ -262,7 +281,7 @@ fn shown_row(
 }
 
 impl ShownRow {
-    fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut value = json!({"table": self.table, "kind": self.kind, "cells": self.cells});
         if !self.absent.is_empty() {
             value["absent"] = json!(self.absent);
@@ -280,7 +299,7 @@ impl ShownRow {
 }
 
 /// Each message's rows.
-fn rows_by_message(output: &TransformOutput, schema: &TableSchema) -> Vec<Vec<ShownRow>> {
+pub(crate) fn rows_by_message(output: &TransformOutput, schema: &TableSchema) -> Vec<Vec<ShownRow>> {
     let mut by_message = vec![Vec::new(); output.outcomes.len()];
     for (entry, row) in output.rows.iter() {
         let table = output

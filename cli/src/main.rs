@@ -7,6 +7,7 @@
 //!   transform component, and the table against Fluss when reachable.
 
 mod check;
+mod compare;
 mod dry_run;
 mod input;
 

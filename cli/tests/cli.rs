@@ -130,3 +130,57 @@ fn check_reports_a_bad_key_and_passes_a_good_file_offline() {
         "{out}"
     );
 }
+
+#[test]
+fn dry_run_compare_prints_only_what_a_candidate_changes() {
+    let dir = inputs();
+    let (schema, input) = (dir.path().join("schema.toml"), dir.path().join("m.jsonl"));
+    let current = repo().join("target/wasm-transforms/json-to-row.wasm");
+    let candidate = repo().join("target/wasm-transforms/tenant-router.wasm");
+    assert!(candidate.exists(), "run `cargo xtask build-transforms` first");
+    let run = |candidate: &Path, json: bool| {
+        let mut args = vec![
+            "dry-run",
+            "--input",
+            input.to_str().unwrap(),
+            "--schema",
+            schema.to_str().unwrap(),
+            "--transform",
+            current.to_str().unwrap(),
+            "--set",
+            "prefix=t_",
+            "--compare",
+            candidate.to_str().unwrap(),
+        ];
+        if json {
+            args.push("--json");
+        }
+        fluss_sink(&args)
+    };
+    let (code, out, err) = run(&candidate, true);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "the message both dead-letter alike is not shown: {out}"
+    );
+    assert_eq!(lines[0]["offset"], 0);
+    assert_eq!(lines[0]["current"]["rows"][0]["table"], "shop.orders");
+    assert_eq!(lines[0]["candidate"]["rows"][0]["table"], "shop.t_acme");
+    assert_eq!(lines[1]["offset"], 2);
+    assert_eq!(lines[1]["current"]["outcome"], "rows");
+    assert_eq!(lines[1]["candidate"]["outcome"], "dead_letter");
+    assert!(
+        err.contains("3 messages: 2 differ (1 with other rows, 1 newly dead-lettered, 0 no longer dead-lettered, 0 filtered differently, 0 dead-lettered for another reason)"),
+        "{err}"
+    );
+
+    let (code, out, err) = run(&current, false);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.trim().is_empty(),
+        "a version compared with itself shows nothing: {out}"
+    );
+    assert!(err.contains("3 messages: 0 differ"), "{err}");
+}

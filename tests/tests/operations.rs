@@ -133,6 +133,20 @@ fn a_transform_swapped_mid_stream_handles_exactly_the_offsets_the_log_names() {
     );
     assert_eq!(series("messages_written_total", ""), Some(300.0));
     assert_eq!(series("messages_filtered_total", ""), Some(300.0));
+    // The scrape after the swap, for whoever runs this with --nocapture.
+    let text = ureq::get(format!("http://{METRICS}/metrics"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let instance = format!("instance=\"{id}\"");
+    for line in text
+        .lines()
+        .filter(|l| l.contains(&instance) && !l.contains("_bucket{"))
+    {
+        eprintln!("scrape: {line}");
+    }
     assert_eq!(plugin.close(id), 0);
 
     let rows = block(read_log(&table, 300, Duration::from_secs(30)));
