@@ -295,9 +295,42 @@ fn partitioned(c: &mut Criterion) {
     }
 }
 
+/// The cost of metrics on the writer: one writer without, one observed by
+/// an instance's metrics (acknowledgement histogram, rows by table, retries),
+/// the same rows into the same table, side by side.
+fn observed(c: &mut Criterion) {
+    use iggy_connector_fluss_sink::metrics::InstanceMetrics;
+    let setup = Setup::new();
+    let observed = setup.runtime.block_on(async {
+        FlussWriter::connect(WriterSettings {
+            bootstrap_servers: bootstrap(),
+            ..WriterSettings::default()
+        })
+        .await
+        .unwrap()
+        .observed_by(std::sync::Arc::new(InstanceMetrics::new(1)))
+    });
+    let (schema, _, _) = setup.table("observed");
+    let mapping = JsonMapping::new(&schema, RowKind::Append);
+    let batch = common::json_batch_sized(1000, 400);
+    let mut group = c.benchmark_group("metrics_400B");
+    group.throughput(Throughput::Elements(1000));
+    for round in 0..3 {
+        group.bench_function(BenchmarkId::new("writer_without_metrics", round), |b| {
+            b.to_async(&setup.runtime)
+                .iter(|| through_sink(&setup.sink, &mapping, &batch, &schema.path))
+        });
+        group.bench_function(BenchmarkId::new("writer_with_metrics", round), |b| {
+            b.to_async(&setup.runtime)
+                .iter(|| through_sink(&observed, &mapping, &batch, &schema.path))
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    targets = writer, partitioned
+    targets = writer, partitioned, observed
 }
 criterion_main!(benches);

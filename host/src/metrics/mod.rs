@@ -9,7 +9,7 @@
 
 pub mod server;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::schema::TablePath;
 use crate::writer::DeadLetterKind;
 
 /// Routed tables one instance labels by name; the rest are `other`.
@@ -171,7 +172,8 @@ pub struct InstanceMetrics {
     in_flight: Gauge,
     reloads_ok: Counter,
     reloads_refused: Counter,
-    tables: Mutex<HashSet<String>>,
+    /// Each labelled table's counter, and `other`'s.
+    tables: Mutex<(HashMap<TablePath, Counter>, Option<Counter>)>,
     version: Mutex<Option<String>>,
 }
 
@@ -202,7 +204,7 @@ impl InstanceMetrics {
             in_flight: f.in_flight.get_or_create_owned(&only),
             reloads_ok: f.reloads.get_or_create_owned(&with(&[("result", "ok")])),
             reloads_refused: f.reloads.get_or_create_owned(&with(&[("result", "refused")])),
-            tables: Mutex::new(HashSet::new()),
+            tables: Mutex::new((HashMap::new(), None)),
             version: Mutex::new(None),
             instance,
         }
@@ -246,20 +248,23 @@ impl InstanceMetrics {
     }
 
     /// `rows` rows of `table` were acknowledged.
-    pub fn rows_written(&self, table: &str, rows: u64) {
-        let label = {
-            let mut tables = self.tables.lock().expect("metrics poisoned");
-            if tables.contains(table) || tables.len() < MAX_TABLE_LABELS {
-                tables.insert(table.to_string());
-                table
-            } else {
-                "other"
-            }
-        };
-        families()
-            .rows_written
-            .get_or_create(&self.labels(&[("table", label)]))
-            .inc_by(rows);
+    pub fn rows_written(&self, table: &TablePath, rows: u64) {
+        let mut tables = self.tables.lock().expect("metrics poisoned");
+        let (named, other) = &mut *tables;
+        if let Some(counter) = named.get(table) {
+            counter.inc_by(rows);
+            return;
+        }
+        let family = &families().rows_written;
+        if named.len() < MAX_TABLE_LABELS {
+            let counter = family.get_or_create_owned(&self.labels(&[("table", &table.to_string())]));
+            counter.inc_by(rows);
+            named.insert(table.clone(), counter);
+        } else {
+            other
+                .get_or_insert_with(|| family.get_or_create_owned(&self.labels(&[("table", "other")])))
+                .inc_by(rows);
+        }
     }
 
     /// One transform call took `took`.
@@ -332,8 +337,17 @@ impl Drop for InstanceMetrics {
         for kind in DeadLetterKind::ALL {
             f.dead_lettered.remove(&self.labels(&[("kind", kind.as_str())]));
         }
-        let tables = self.tables.lock().map(|t| t.clone()).unwrap_or_default();
-        for table in tables.iter().map(String::as_str).chain(["other"]) {
+        let tables: Vec<String> = self
+            .tables
+            .lock()
+            .map(|t| {
+                t.0.keys()
+                    .map(TablePath::to_string)
+                    .chain(["other".to_string()])
+                    .collect()
+            })
+            .unwrap_or_default();
+        for table in &tables {
             f.rows_written.remove(&self.labels(&[("table", table)]));
         }
         if let Some(version) = self.version.lock().ok().and_then(|mut v| v.take()) {
@@ -352,7 +366,7 @@ mod tests {
         m.consume_started(10);
         m.outcomes(7, 2);
         m.dead_lettered(DeadLetterKind::Mapping, 1);
-        m.rows_written("db.t", 7);
+        m.rows_written(&TablePath::new("db", "t"), 7);
         m.consume_ended(10, Duration::from_millis(3), true);
         m.transform_version("abc123");
         let text = render();
@@ -376,7 +390,7 @@ mod tests {
     fn routed_tables_past_the_cap_fold_into_other() {
         let m = InstanceMetrics::new(987_655);
         for i in 0..MAX_TABLE_LABELS + 5 {
-            m.rows_written(&format!("db.t{i}"), 1);
+            m.rows_written(&TablePath::new("db", format!("t{i}")), 1);
         }
         let text = render();
         let labelled = text

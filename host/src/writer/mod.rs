@@ -412,7 +412,7 @@ impl FlussWriter {
                     .count();
                 if written > 0 {
                     let table = &table_of(*table_index).expect("resolved above").schema.path;
-                    metrics.rows_written(&table.to_string(), written as u64);
+                    metrics.rows_written(table, written as u64);
                 }
             }
         }
@@ -537,7 +537,7 @@ impl FlussWriter {
                     report.written += 1;
                     if let Some(metrics) = &self.metrics {
                         let rows: usize = parts.iter().map(|(_, p)| p.num_rows()).sum();
-                        metrics.rows_written(&table.to_string(), rows as u64);
+                        metrics.rows_written(table, rows as u64);
                     }
                 }
                 Some(reason) => reasons.push((i, DeadLetterKind::ArrowIpc, reason)),
