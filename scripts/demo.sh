@@ -8,6 +8,8 @@
 # running when it was already up; `KEEP_FLUSS=1` keeps one it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/iggy-libs.sh
+. scripts/iggy-libs.sh
 
 echo "== build the Rust transforms (installs the wasm guest toolchain if missing)"
 cargo xtask build-transforms rust
@@ -15,12 +17,7 @@ cargo xtask build-transforms rust
 iggy_dir=${FLUSS_SINK_IGGY_DIR:-../shared/iggy}
 if [ -x "$iggy_dir/iggy-server" ] && [ -x "$iggy_dir/iggy-connectors" ]; then
   echo "== the Iggy binaries are in $iggy_dir: the demo runs through the real runtime"
-  if ! ldconfig -p | grep -q 'libhwloc\.so\.15' || ! ldconfig -p | grep -q 'libudev\.so\.1'; then
-    sudo=""
-    [ "$(id -u)" = 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libhwloc15 libudev1 >/dev/null
-  fi
+  install_iggy_libs
 else
   echo "== no Iggy binaries in $iggy_dir: the demo drives the plugin through its C functions (set FLUSS_SINK_IGGY_DIR to run it in the real runtime)"
 fi

@@ -3,6 +3,8 @@
 # the WebAssembly transforms built from source, then every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/iggy-libs.sh
+. scripts/iggy-libs.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
@@ -15,12 +17,7 @@ echo "== build the transforms (installs the wasm guest toolchain if missing)"
 cargo xtask build-transforms
 
 echo "== the real Iggy server and connectors runtime need libhwloc15 and libudev1"
-if ! ldconfig -p | grep -q 'libhwloc\.so\.15' || ! ldconfig -p | grep -q 'libudev\.so\.1'; then
-  sudo=""
-  [ "$(id -u)" = 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libhwloc15 libudev1 >/dev/null
-fi
+install_iggy_libs
 
 echo "== start a local Fluss cluster for the integration tests"
 if ! scripts/fluss-local.sh status >/dev/null 2>&1; then

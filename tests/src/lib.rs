@@ -98,6 +98,12 @@ pub fn text_batch(payloads: &[&str]) -> MessageBatch {
     batch_of(&bytes, &[])
 }
 
+/// `schema` partitioned by `keys`.
+pub fn partitioned(mut schema: TableSchema, keys: &[&str]) -> TableSchema {
+    schema.partition_keys = keys.iter().map(|k| k.to_string()).collect();
+    schema
+}
+
 /// Each row of `output` as (message index, table name or "", kind, cells as debug text).
 pub fn rows_of(output: &TransformOutput) -> Vec<(u32, String, &'static str, Vec<String>)> {
     output
@@ -193,19 +199,57 @@ pub mod fluss_cluster {
         column: usize,
     ) -> Option<String> {
         use fluss::row::{DataGetters, GenericRow};
+        let mut key = GenericRow::new(1);
+        key.set_field(0, id);
+        lookup_at(bootstrap_servers, path, &key, |row| {
+            row.get_string(column).unwrap().to_string()
+        })
+        .await
+    }
+
+    /// What `read` takes from the row of primary-key table `path` with `key`
+    /// (a row of the table's width with the key columns set), `None` when
+    /// there is no such row.
+    pub async fn lookup<T>(
+        path: &TablePath,
+        key: &fluss::row::GenericRow<'_>,
+        read: impl FnOnce(&fluss::row::LookupRow<'_>) -> T,
+    ) -> Option<T> {
+        lookup_at(&bootstrap(), path, key, read).await
+    }
+
+    async fn lookup_at<T>(
+        bootstrap_servers: &str,
+        path: &TablePath,
+        key: &fluss::row::GenericRow<'_>,
+        read: impl FnOnce(&fluss::row::LookupRow<'_>) -> T,
+    ) -> Option<T> {
         let conn = connection_to(bootstrap_servers).await;
         let table = conn
             .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
             .await
             .unwrap();
         let mut lookuper = table.new_lookup().unwrap().create_lookuper().unwrap();
-        let mut key = GenericRow::new(1);
-        key.set_field(0, id);
-        let found = lookuper.lookup(&key).await.unwrap();
-        found
-            .get_single_row()
-            .unwrap()
-            .map(|row| row.get_string(column).unwrap().to_string())
+        let found = lookuper.lookup(key).await.unwrap();
+        found.get_single_row().unwrap().map(|row| read(&row))
+    }
+
+    /// Maps JSON `payloads` to rows of `kind` for `schema`'s table and writes
+    /// them with `w` (messages at offsets 0, 1, ...), failing the test when
+    /// the write fails as a whole.
+    pub async fn write_json(
+        w: &FlussWriter,
+        schema: &iggy_connector_fluss_sink::schema::TableSchema,
+        kind: fluss_row_codec::RowKind,
+        payloads: &[&str],
+    ) -> iggy_connector_fluss_sink::writer::WriteReport {
+        use iggy_connector_fluss_sink::mapping::JsonMapping;
+        use iggy_connector_fluss_sink::writer::DeadLetterKind;
+        let batch = crate::text_batch(payloads);
+        let output = JsonMapping::new(schema, kind).map_batch(&batch);
+        w.write(&batch, output, &schema.path, DeadLetterKind::Mapping)
+            .await
+            .expect("the write completes")
     }
 
     /// Every row of a log table (one bucket), each as its cells' text, once

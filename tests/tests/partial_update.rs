@@ -4,13 +4,12 @@
 
 use std::time::Duration;
 
-use fluss::metadata::TablePath as FlussPath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::mapping::JsonMapping;
 use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
 use iggy_connector_fluss_sink::writer::{DeadLetterKind, FlussWriter};
-use integration_tests::fluss_cluster::{connection, read_log, settings, unique_table, writer};
+use integration_tests::fluss_cluster::{lookup, read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};
 
 fn people(path: &TablePath) -> TableSchema {
@@ -30,19 +29,14 @@ fn people(path: &TablePath) -> TableSchema {
 type Person = (Option<String>, Option<i32>, Option<String>);
 
 async fn person(path: &TablePath, id: i64) -> Option<Person> {
-    let conn = connection().await;
-    let table = conn
-        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-        .await
-        .unwrap();
-    let mut lookuper = table.new_lookup().unwrap().create_lookuper().unwrap();
     let mut key = GenericRow::new(1);
     key.set_field(0, id);
-    let found = lookuper.lookup(&key).await.unwrap();
-    let row = found.get_single_row().unwrap()?;
-    let text = |i| (!row.is_null_at(i).unwrap()).then(|| row.get_string(i).unwrap().to_string());
-    let score = (!row.is_null_at(2).unwrap()).then(|| row.get_int(2).unwrap());
-    Some((text(1), score, text(3)))
+    lookup(path, &key, |row| {
+        let text = |i| (!row.is_null_at(i).unwrap()).then(|| row.get_string(i).unwrap().to_string());
+        let score = (!row.is_null_at(2).unwrap()).then(|| row.get_int(2).unwrap());
+        (text(1), score, text(3))
+    })
+    .await
 }
 
 async fn upsert(w: &FlussWriter, schema: &TableSchema, payloads: &[&str]) -> (usize, usize) {

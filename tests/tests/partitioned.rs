@@ -9,13 +9,12 @@ use std::time::Duration;
 use fluss::metadata::TablePath as FlussPath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::mapping::JsonMapping;
 use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
-use iggy_connector_fluss_sink::writer::{DeadLetterKind, WriterSettings};
+use iggy_connector_fluss_sink::writer::WriterSettings;
 use integration_tests::fluss_cluster::{
-    connection, partition_names, read_log, read_partition, settings, unique_table, writer,
+    connection, lookup, partition_names, read_log, read_partition, settings, unique_table, write_json, writer,
 };
-use integration_tests::{table, text_batch};
+use integration_tests::{partitioned, table};
 
 const REGIONS: [&str; 3] = ["eu", "us", "ap"];
 
@@ -53,12 +52,13 @@ async fn a_partitioned_log_table_gets_every_row_in_its_own_partition() {
 
     for first in [0, 300, 600] {
         let messages = mixed_messages(first, 300);
-        let batch = text_batch(&messages.iter().map(String::as_str).collect::<Vec<_>>());
-        let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
-        let report = w
-            .write(&batch, output, &path, DeadLetterKind::Mapping)
-            .await
-            .unwrap();
+        let report = write_json(
+            &w,
+            &schema,
+            RowKind::Append,
+            &messages.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .await;
         assert_eq!((report.written, report.dead_lettered), (300, 0));
     }
 
@@ -81,21 +81,11 @@ async fn a_partitioned_log_table_gets_every_row_in_its_own_partition() {
 }
 
 /// Column `column` (as text) of the row keyed (`id`, `region`), if any.
-async fn lookup(path: &TablePath, id: i64, region: &str, column: usize) -> Option<String> {
-    let conn = connection().await;
-    let table = conn
-        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-        .await
-        .unwrap();
-    let mut lookuper = table.new_lookup().unwrap().create_lookuper().unwrap();
+async fn lookup_in(path: &TablePath, id: i64, region: &str, column: usize) -> Option<String> {
     let mut key = GenericRow::new(3);
     key.set_field(0, id);
     key.set_field(1, region);
-    let found = lookuper.lookup(&key).await.unwrap();
-    found
-        .get_single_row()
-        .unwrap()
-        .map(|row| row.get_string(column).unwrap().to_string())
+    lookup(path, &key, |row| row.get_string(column).unwrap().to_string()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,12 +98,13 @@ async fn a_partitioned_primary_key_table_upserts_and_deletes_in_every_partition(
         .unwrap();
 
     let messages = mixed_messages(0, 90);
-    let batch = text_batch(&messages.iter().map(String::as_str).collect::<Vec<_>>());
-    let output = JsonMapping::new(&schema, RowKind::Upsert).map_batch(&batch);
-    let report = w
-        .write(&batch, output, &path, DeadLetterKind::Mapping)
-        .await
-        .unwrap();
+    let report = write_json(
+        &w,
+        &schema,
+        RowKind::Upsert,
+        &messages.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
     assert_eq!((report.written, report.dead_lettered), (90, 0));
 
     // Rename every even id, delete every fifth, in one mixed batch.
@@ -126,24 +117,28 @@ async fn a_partitioned_primary_key_table_upserts_and_deletes_in_every_partition(
             )
         })
         .collect();
-    let batch = text_batch(&changes.iter().map(String::as_str).collect::<Vec<_>>());
-    let output = JsonMapping::new(&schema, RowKind::Upsert).map_batch(&batch);
-    w.write(&batch, output, &path, DeadLetterKind::Mapping)
-        .await
-        .unwrap();
+    write_json(
+        &w,
+        &schema,
+        RowKind::Upsert,
+        &changes.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
     let deletes: Vec<String> = (0..90)
         .filter(|id| id % 5 == 0)
         .map(|id| format!(r#"{{"id":{id},"region":"{}"}}"#, REGIONS[id % 3]))
         .collect();
-    let batch = text_batch(&deletes.iter().map(String::as_str).collect::<Vec<_>>());
-    let output = JsonMapping::new(&schema, RowKind::Delete).map_batch(&batch);
-    w.write(&batch, output, &path, DeadLetterKind::Mapping)
-        .await
-        .unwrap();
+    write_json(
+        &w,
+        &schema,
+        RowKind::Delete,
+        &deletes.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
 
     assert_eq!(partition_names(&path).await, vec!["ap", "eu", "us"]);
     for id in 0..90usize {
-        let found = lookup(&path, id as i64, REGIONS[id % 3], 2).await;
+        let found = lookup_in(&path, id as i64, REGIONS[id % 3], 2).await;
         let wanted = match id {
             _ if id % 5 == 0 => None,
             _ if id % 2 == 0 => Some(format!("renamed{id}")),
@@ -168,19 +163,15 @@ async fn rows_for_missing_partitions_dead_letter_when_the_sink_may_not_create_th
     let spec = fluss::metadata::PartitionSpec::new([("region", "eu")].into_iter().collect());
     admin.create_partition(&fluss, &spec, false).await.unwrap();
 
-    let batch = text_batch(&[
+    let started = std::time::Instant::now();
+    let payloads = [
         r#"{"id":1,"region":"eu"}"#,
         r#"{"id":2,"region":"xx"}"#,
         r#"{"id":3,"region":null}"#,
         r#"{"id":4,"region":"us east"}"#,
         r#"{"id":5,"region":"eu"}"#,
-    ]);
-    let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
-    let started = std::time::Instant::now();
-    let report = w
-        .write(&batch, output, &path, DeadLetterKind::Mapping)
-        .await
-        .unwrap();
+    ];
+    let report = write_json(&w, &schema, RowKind::Append, &payloads).await;
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "took {:?}",
@@ -221,19 +212,22 @@ async fn a_null_partition_value_in_a_nullable_key_dead_letters_its_message() {
     let settings = settings();
     let dlq = settings.dead_letter_table.clone().unwrap();
     let w = writer(settings).await;
-    let mut declared = table(
-        &path.to_string(),
-        &[("id", "BIGINT", false), ("region", "STRING", true)],
-        &[],
+    let declared = partitioned(
+        table(
+            &path.to_string(),
+            &[("id", "BIGINT", false), ("region", "STRING", true)],
+            &[],
+        ),
+        &["region"],
     );
-    declared.partition_keys = vec!["region".into()];
     let schema = w.ensure_table(&declared).await.unwrap();
-    let batch = text_batch(&[r#"{"id":1,"region":"eu"}"#, r#"{"id":2}"#]);
-    let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
-    let report = w
-        .write(&batch, output, &path, DeadLetterKind::Mapping)
-        .await
-        .unwrap();
+    let report = write_json(
+        &w,
+        &schema,
+        RowKind::Append,
+        &[r#"{"id":1,"region":"eu"}"#, r#"{"id":2}"#],
+    )
+    .await;
     assert_eq!((report.written, report.dead_lettered), (1, 1));
     let letters = read_log(&dlq, 1, Duration::from_secs(20)).await;
     assert_eq!(
@@ -266,12 +260,14 @@ async fn an_auto_partitioned_table_takes_fluss_partitions_and_refuses_the_rest()
     };
     let dlq = settings.dead_letter_table.clone().unwrap();
     let w = writer(settings).await;
-    let mut declared = table(
-        &path.to_string(),
-        &[("id", "BIGINT", false), ("day", "STRING", false)],
-        &[],
+    let declared = partitioned(
+        table(
+            &path.to_string(),
+            &[("id", "BIGINT", false), ("day", "STRING", false)],
+            &[],
+        ),
+        &["day"],
     );
-    declared.partition_keys = vec!["day".into()];
     let schema = w.ensure_table(&declared).await.unwrap();
     let today = today();
     let mut existing = Vec::new();
@@ -287,16 +283,17 @@ async fn an_auto_partitioned_table_takes_fluss_partitions_and_refuses_the_rest()
         "Fluss made today's partition: {existing:?}"
     );
 
-    let batch = text_batch(&[
-        &format!(r#"{{"id":1,"day":"{today}"}}"#),
-        r#"{"id":2,"day":"20000101"}"#,
-        &format!(r#"{{"id":3,"day":"{today}"}}"#),
-    ]);
-    let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
-    let report = w
-        .write(&batch, output, &path, DeadLetterKind::Mapping)
-        .await
-        .unwrap();
+    let report = write_json(
+        &w,
+        &schema,
+        RowKind::Append,
+        &[
+            &format!(r#"{{"id":1,"day":"{today}"}}"#),
+            r#"{"id":2,"day":"20000101"}"#,
+            &format!(r#"{{"id":3,"day":"{today}"}}"#),
+        ],
+    )
+    .await;
     assert_eq!((report.written, report.dead_lettered), (2, 1));
     let letters = read_log(&dlq, 1, Duration::from_secs(20)).await;
     assert_eq!(letters[0][3], "1");
@@ -321,19 +318,22 @@ async fn with_auto_create_partitions_on_an_auto_partitioned_table_gets_the_parti
         ..settings()
     };
     let w = writer(settings).await;
-    let mut declared = table(
-        &path.to_string(),
-        &[("id", "BIGINT", false), ("day", "STRING", false)],
-        &[],
+    let declared = partitioned(
+        table(
+            &path.to_string(),
+            &[("id", "BIGINT", false), ("day", "STRING", false)],
+            &[],
+        ),
+        &["day"],
     );
-    declared.partition_keys = vec!["day".into()];
     let schema = w.ensure_table(&declared).await.unwrap();
-    let batch = text_batch(&[r#"{"id":1,"day":"20000101"}"#, r#"{"id":2,"day":"20000101"}"#]);
-    let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
-    let report = w
-        .write(&batch, output, &path, DeadLetterKind::Mapping)
-        .await
-        .unwrap();
+    let report = write_json(
+        &w,
+        &schema,
+        RowKind::Append,
+        &[r#"{"id":1,"day":"20000101"}"#, r#"{"id":2,"day":"20000101"}"#],
+    )
+    .await;
     assert_eq!((report.written, report.dead_lettered), (2, 0));
     assert!(partition_names(&path).await.contains(&"20000101".to_string()));
     assert_eq!(
@@ -378,12 +378,14 @@ async fn arrow_ipc_payloads_are_split_by_partition() {
     let settings = settings();
     let dlq = settings.dead_letter_table.clone().unwrap();
     let w = writer(settings).await;
-    let mut declared = table(
-        &path.to_string(),
-        &[("id", "BIGINT", false), ("region", "STRING", true)],
-        &[],
+    let declared = partitioned(
+        table(
+            &path.to_string(),
+            &[("id", "BIGINT", false), ("region", "STRING", true)],
+            &[],
+        ),
+        &["region"],
     );
-    declared.partition_keys = vec!["region".into()];
     w.ensure_table(&declared).await.unwrap();
 
     let mixed = ipc_payload(&[(1, Some("eu")), (2, Some("us")), (3, Some("eu")), (4, Some("ap"))]);

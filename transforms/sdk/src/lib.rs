@@ -98,6 +98,17 @@ impl InitContext {
         self.config.get(key).map(String::as_str).unwrap_or(default)
     }
 
+    /// A `true`/`false` config value, `default` when absent; anything else
+    /// is an error naming the key and the value.
+    pub fn flag(&self, key: &str, default: bool) -> Result<bool, String> {
+        match self.config.get(key).map(String::as_str) {
+            None => Ok(default),
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            Some(other) => Err(format!("config `{key}` must be true or false, not `{other}`")),
+        }
+    }
+
     /// The sink's configured table.
     pub fn default_table(&self) -> &Table {
         &self.tables[0]
