@@ -63,6 +63,20 @@ fn open(plugin: &Plugin, id: u32, config: &Value) {
     assert_eq!(code, 0, "open failed: {:?}", logged(&format!("instance={id}")));
 }
 
+/// A config for a log table `table` of (`id`, `name`) with `extra` options.
+fn config(table: &iggy_connector_fluss_sink::schema::TablePath, extra: Value) -> Value {
+    let mut config = json!({
+        "bootstrap_servers": bootstrap(),
+        "database": table.database,
+        "table": table.table,
+        "columns": [{"name": "id", "type": "BIGINT", "nullable": false}, {"name": "name", "type": "STRING"}],
+    });
+    for (key, value) in extra.as_object().expect("an object of options") {
+        config[key] = value.clone();
+    }
+    config
+}
+
 /// The version the log gives a component: its file's SHA-256, 12 hex digits.
 fn version(path: &Path) -> String {
     iggy_connector_fluss_sink::transform::version_of(&std::fs::read(path).unwrap())
@@ -79,14 +93,13 @@ fn a_transform_swapped_mid_stream_handles_exactly_the_offsets_the_log_names() {
     open(
         plugin,
         id,
-        &json!({
-            "bootstrap_servers": bootstrap(),
-            "database": table.database,
-            "table": table.table,
-            "columns": [{"name": "id", "type": "BIGINT", "nullable": false}, {"name": "name", "type": "STRING"}],
+        &config(
+            &table,
+            json!({
             "metrics_address": METRICS,
             "transform": {"path": path, "cache_dir": test_cache_dir(), "reload_check_interval": "50ms"}
-        }),
+            }),
+        ),
     );
     let first = version(&path);
     assert_eq!(plugin.consume(id, "app", "events", JSON, &messages(0, 100)), 0);
@@ -174,13 +187,12 @@ fn with_reload_off_a_new_file_is_ignored() {
     open(
         plugin,
         id,
-        &json!({
-            "bootstrap_servers": bootstrap(),
-            "database": table.database,
-            "table": table.table,
-            "columns": [{"name": "id", "type": "BIGINT", "nullable": false}, {"name": "name", "type": "STRING"}],
+        &config(
+            &table,
+            json!({
             "transform": {"path": path, "cache_dir": test_cache_dir(), "reload": false}
-        }),
+            }),
+        ),
     );
     wait_for_log(id, "hot reload is off");
     deploy(&component("noop"), &path);
@@ -199,14 +211,13 @@ fn metrics_scraped_during_and_after_a_stream_match_fluss_and_the_dead_letter_tab
     open(
         plugin,
         id,
-        &json!({
-            "bootstrap_servers": bootstrap(),
-            "database": table.database,
-            "table": table.table,
-            "columns": [{"name": "id", "type": "BIGINT", "nullable": false}, {"name": "name", "type": "STRING"}],
+        &config(
+            &table,
+            json!({
             "dead_letter_table": dlq.to_string(),
             "metrics_address": METRICS
-        }),
+            }),
+        ),
     );
     let series = |name: &str, labels: &str| {
         scrape(&format!("fluss_sink_{name}{{instance=\"{id}\"{labels}}}")).unwrap_or(0.0)
@@ -264,13 +275,12 @@ fn a_scraper_that_connects_and_says_nothing_blocks_no_other_scrape() {
     open(
         plugin,
         id,
-        &json!({
-            "bootstrap_servers": bootstrap(),
-            "database": table.database,
-            "table": table.table,
-            "columns": [{"name": "id", "type": "BIGINT", "nullable": false}],
+        &config(
+            &table,
+            json!({
             "metrics_address": METRICS
-        }),
+            }),
+        ),
     );
     let _silent: Vec<std::net::TcpStream> = (0..8)
         .map(|_| std::net::TcpStream::connect(METRICS).unwrap())
@@ -297,13 +307,12 @@ fn a_metrics_address_taken_by_another_program_fails_open_naming_it() {
     let address = taken.local_addr().unwrap().to_string();
     let table = unique_table("metrics_taken");
     let id = next_id();
-    let config = json!({
-        "bootstrap_servers": bootstrap(),
-        "database": table.database,
-        "table": table.table,
-        "columns": [{"name": "id", "type": "BIGINT", "nullable": false}],
+    let config = config(
+        &table,
+        json!({
         "metrics_address": address
-    });
+        }),
+    );
     assert_ne!(plugin.open(id, &config.to_string()), 0);
     let failed = wait_for_log(id, "open failed");
     assert!(

@@ -23,15 +23,7 @@ impl Transform for CdcUpsert {
                 ctx.default_table().path
             ));
         }
-        let partial = match ctx.get_or("partial_update", "false") {
-            "true" => true,
-            "false" => false,
-            other => {
-                return Err(format!(
-                    "config `partial_update` must be true or false, not `{other}`"
-                ));
-            }
-        };
+        let partial = ctx.flag("partial_update", false)?;
         Ok(CdcUpsert {
             op_field: ctx.get_or("op_field", "op").to_string(),
             partial,

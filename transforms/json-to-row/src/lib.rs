@@ -24,15 +24,7 @@ impl Transform for JsonToRow {
                 ));
             }
         };
-        let partial = match ctx.get_or("partial_update", "false") {
-            "true" => true,
-            "false" => false,
-            other => {
-                return Err(format!(
-                    "config `partial_update` must be true or false, not `{other}`"
-                ));
-            }
-        };
+        let partial = ctx.flag("partial_update", false)?;
         Ok(JsonToRow { kind, partial })
     }
 
