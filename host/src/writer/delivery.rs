@@ -18,6 +18,9 @@ use crate::schema::TablePath;
 /// table's metadata in the client (see `FlussWriter::refresh_table_metadata`).
 const METADATA_NUDGE: Duration = Duration::from_secs(2);
 
+/// The shortest wait before such a refresh.
+const MIN_METADATA_NUDGE: Duration = Duration::from_millis(100);
+
 /// How long an acknowledgement may take before the writer looks for client
 /// connections still without `TCP_NODELAY` (a connection opened for this
 /// very request; see [`super::nodelay`]).
@@ -553,7 +556,10 @@ impl FlussWriter {
             () = tokio::time::sleep_until(first) => self.sweeper.sweep_soon().await,
         }
         loop {
-            let nudge = deadline.at_most(METADATA_NUDGE).instant();
+            // Refresh after METADATA_NUDGE, or half way to the deadline when
+            // that comes sooner (a short delivery_timeout must still get one).
+            let wait = METADATA_NUDGE.min((deadline.remaining() / 2).max(MIN_METADATA_NUDGE));
+            let nudge = deadline.at_most(wait).instant();
             tokio::select! {
                 result = &mut ack => return acknowledged(result),
                 () = tokio::time::sleep_until(nudge) => {

@@ -137,6 +137,9 @@ pub struct FlussWriter {
     sweeper: Arc<nodelay::Sweeper>,
     sweeping: tokio::task::AbortHandle,
     metrics: Option<Arc<InstanceMetrics>>,
+    /// A write was not acknowledged in time: the next one first fetches its
+    /// table's metadata again (see `refresh_table_metadata`).
+    stale: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for FlussWriter {
@@ -213,6 +216,7 @@ impl FlussWriter {
             sweeper,
             sweeping,
             metrics: None,
+            stale: std::sync::atomic::AtomicBool::new(false),
         };
         if let Some(path) = writer.settings.dead_letter_table.clone() {
             writer.open_dead_letter_table(&path, deadline).await?;
@@ -298,6 +302,31 @@ impl FlussWriter {
     /// dead letters came from. An error means some messages may not be in
     /// Fluss.
     pub async fn write_within(
+        &self,
+        batch: &MessageBatch,
+        output: TransformOutput,
+        default_table: &TablePath,
+        stage: DeadLetterKind,
+        deadline: Deadline,
+    ) -> Result<WriteReport, WriteError> {
+        use std::sync::atomic::Ordering;
+        if self.stale.swap(false, Ordering::Relaxed) {
+            self.refresh_table_metadata(default_table, deadline.at_most(MAX_BUFFER_WAIT))
+                .await;
+        }
+        let written = self
+            .write_rows_of(batch, output, default_table, stage, deadline)
+            .await;
+        if matches!(
+            written,
+            Err(WriteError::Undelivered { .. } | WriteError::DeadlinePassed { .. })
+        ) {
+            self.stale.store(true, Ordering::Relaxed);
+        }
+        written
+    }
+
+    async fn write_rows_of(
         &self,
         batch: &MessageBatch,
         mut output: TransformOutput,
