@@ -4,6 +4,7 @@
 //! column becomes NULL; a type that Arrow can cast safely is cast; anything
 //! else is refused with the reason).
 
+use std::collections::HashSet;
 use std::io::Cursor;
 
 use arrow::array::{ArrayRef, new_null_array};
@@ -11,6 +12,12 @@ use arrow::compute::{CastOptions, can_cast_types, cast_with_options, concat_batc
 use arrow::datatypes::SchemaRef;
 use arrow::ipc::reader::StreamReader;
 use arrow::record_batch::RecordBatch;
+
+use super::tables::Sink;
+use super::{DeadLetterKind, FlussWriter, WriteError, WriteReport, delivery};
+use crate::batch::MessageBatch;
+use crate::deadline::Deadline;
+use crate::schema::TablePath;
 
 /// The rows of one IPC stream payload, fitted to `table`, as one batch.
 pub fn decode(payload: &[u8], table: &SchemaRef) -> Result<RecordBatch, String> {
@@ -72,6 +79,102 @@ fn fit(batch: &RecordBatch, table: &SchemaRef) -> Result<RecordBatch, String> {
         })
         .collect::<Result<Vec<_>, String>>()?;
     RecordBatch::try_new(table.clone(), columns).map_err(|e| e.to_string())
+}
+
+impl FlussWriter {
+    /// Appends Arrow IPC stream payloads within `delivery_timeout`; see
+    /// [`FlussWriter::write_arrow_ipc_within`].
+    pub async fn write_arrow_ipc(
+        &self,
+        batch: &MessageBatch,
+        table: &TablePath,
+    ) -> Result<WriteReport, WriteError> {
+        let deadline = Deadline::after(self.settings.delivery_timeout);
+        self.write_arrow_ipc_within(batch, table, deadline).await
+    }
+
+    /// Appends Arrow IPC stream payloads to `table` (a log table) as they
+    /// are, before `deadline`; a payload that does not decode or fit is
+    /// dead-lettered.
+    pub async fn write_arrow_ipc_within(
+        &self,
+        batch: &MessageBatch,
+        table: &TablePath,
+        deadline: Deadline,
+    ) -> Result<WriteReport, WriteError> {
+        let target = self.table(table, deadline).await?;
+        let Sink::Log(writer) = &target.sink else {
+            return Err(WriteError::Table {
+                table: table.to_string(),
+                reason: "arrow_ipc payloads go to log tables only".into(),
+            });
+        };
+        let mut report = WriteReport::default();
+        let mut reasons: Vec<(usize, DeadLetterKind, String)> = Vec::new();
+        for (i, message) in batch.iter().enumerate() {
+            let record = match decode(message.payload, &target.arrow_schema) {
+                Ok(b) => b,
+                Err(reason) => {
+                    reasons.push((i, DeadLetterKind::ArrowIpc, reason));
+                    continue;
+                }
+            };
+            if record.num_rows() == 0 {
+                report.filtered += 1;
+                continue;
+            }
+            // A partitioned table takes one append per partition.
+            let parts = match &target.partitioning {
+                None => vec![(None, record)],
+                Some(partitioning) => match partitioning.split(&record) {
+                    Ok(parts) => parts.into_iter().map(|(n, b)| (Some(n), b)).collect(),
+                    Err(reason) => {
+                        reasons.push((i, DeadLetterKind::Partition, format!("table {table}: {reason}")));
+                        continue;
+                    }
+                },
+            };
+            let names: HashSet<String> = parts.iter().filter_map(|(n, _)| n.clone()).collect();
+            let refused = self.ensure_partitions(&target, &names, deadline).await?;
+            if let Some(reason) = names.iter().find_map(|n| refused.get(n)) {
+                reasons.push((i, DeadLetterKind::Partition, reason.clone()));
+                continue;
+            }
+            let what = format!("the Arrow rows of offset {} to {table}", message.offset);
+            let mut failed = None;
+            for (_, part) in &parts {
+                let ack = self.deliver(table, &what, true, deadline, || {
+                    writer.append_arrow_batch(part.clone())
+                });
+                let acked = delivery::racing_flush(ack, writer.flush()).await;
+                if let (Err(_), Some(partitioning)) = (&acked, &target.partitioning) {
+                    // A partition may have gone (dropped, or expired by Fluss).
+                    partitioning.forget();
+                }
+                if let Err(reason) = acked? {
+                    failed = Some(reason);
+                    break;
+                }
+            }
+            match failed {
+                None => {
+                    report.written += 1;
+                    if let Some(metrics) = &self.metrics {
+                        let rows: usize = parts.iter().map(|(_, p)| p.num_rows()).sum();
+                        metrics.rows_written(table, rows as u64);
+                    }
+                }
+                Some(reason) => reasons.push((i, DeadLetterKind::ArrowIpc, reason)),
+            }
+        }
+        let letters: Vec<_> = reasons
+            .iter()
+            .map(|(i, kind, reason)| (*i, *kind, reason.as_str()))
+            .collect();
+        report.dead_lettered = letters.len();
+        self.dead_letter(batch, &letters, deadline).await?;
+        Ok(report)
+    }
 }
 
 #[cfg(test)]

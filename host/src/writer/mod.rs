@@ -23,7 +23,7 @@ pub mod routing;
 mod settings;
 mod tables;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
@@ -36,7 +36,7 @@ use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
 use crate::rows::{MessageOutcome, TransformOutput, check_row};
 use crate::schema::{TablePath, TableSchema};
-use tables::{Sink, Table};
+use tables::Table;
 
 pub use crate::decimal::decimal_unscaled;
 pub use dead_letter::{DeadLetterKind, check_dead_letter_table, dead_letter_schema};
@@ -485,100 +485,6 @@ impl FlussWriter {
             self.router.remember_unknown(&path, reason);
         }
         Ok(resolved)
-    }
-
-    /// Appends Arrow IPC stream payloads within `delivery_timeout`; see
-    /// [`FlussWriter::write_arrow_ipc_within`].
-    pub async fn write_arrow_ipc(
-        &self,
-        batch: &MessageBatch,
-        table: &TablePath,
-    ) -> Result<WriteReport, WriteError> {
-        let deadline = Deadline::after(self.settings.delivery_timeout);
-        self.write_arrow_ipc_within(batch, table, deadline).await
-    }
-
-    /// Appends Arrow IPC stream payloads to `table` (a log table) as they
-    /// are, before `deadline`; a payload that does not decode or fit is
-    /// dead-lettered.
-    pub async fn write_arrow_ipc_within(
-        &self,
-        batch: &MessageBatch,
-        table: &TablePath,
-        deadline: Deadline,
-    ) -> Result<WriteReport, WriteError> {
-        let target = self.table(table, deadline).await?;
-        let Sink::Log(writer) = &target.sink else {
-            return Err(WriteError::Table {
-                table: table.to_string(),
-                reason: "arrow_ipc payloads go to log tables only".into(),
-            });
-        };
-        let mut report = WriteReport::default();
-        let mut reasons: Vec<(usize, DeadLetterKind, String)> = Vec::new();
-        for (i, message) in batch.iter().enumerate() {
-            let record = match arrow_ipc::decode(message.payload, &target.arrow_schema) {
-                Ok(b) => b,
-                Err(reason) => {
-                    reasons.push((i, DeadLetterKind::ArrowIpc, reason));
-                    continue;
-                }
-            };
-            if record.num_rows() == 0 {
-                report.filtered += 1;
-                continue;
-            }
-            // A partitioned table takes one append per partition.
-            let parts = match &target.partitioning {
-                None => vec![(None, record)],
-                Some(partitioning) => match partitioning.split(&record) {
-                    Ok(parts) => parts.into_iter().map(|(n, b)| (Some(n), b)).collect(),
-                    Err(reason) => {
-                        reasons.push((i, DeadLetterKind::Partition, format!("table {table}: {reason}")));
-                        continue;
-                    }
-                },
-            };
-            let names: HashSet<String> = parts.iter().filter_map(|(n, _)| n.clone()).collect();
-            let refused = self.ensure_partitions(&target, &names, deadline).await?;
-            if let Some(reason) = names.iter().find_map(|n| refused.get(n)) {
-                reasons.push((i, DeadLetterKind::Partition, reason.clone()));
-                continue;
-            }
-            let what = format!("the Arrow rows of offset {} to {table}", message.offset);
-            let mut failed = None;
-            for (_, part) in &parts {
-                let ack = self.deliver(table, &what, true, deadline, || {
-                    writer.append_arrow_batch(part.clone())
-                });
-                let acked = delivery::racing_flush(ack, writer.flush()).await;
-                if let (Err(_), Some(partitioning)) = (&acked, &target.partitioning) {
-                    // A partition may have gone (dropped, or expired by Fluss).
-                    partitioning.forget();
-                }
-                if let Err(reason) = acked? {
-                    failed = Some(reason);
-                    break;
-                }
-            }
-            match failed {
-                None => {
-                    report.written += 1;
-                    if let Some(metrics) = &self.metrics {
-                        let rows: usize = parts.iter().map(|(_, p)| p.num_rows()).sum();
-                        metrics.rows_written(table, rows as u64);
-                    }
-                }
-                Some(reason) => reasons.push((i, DeadLetterKind::ArrowIpc, reason)),
-            }
-        }
-        let letters: Vec<_> = reasons
-            .iter()
-            .map(|(i, kind, reason)| (*i, *kind, reason.as_str()))
-            .collect();
-        report.dead_lettered = letters.len();
-        self.dead_letter(batch, &letters, deadline).await?;
-        Ok(report)
     }
 
     /// Closes the connection, waiting up to `timeout` for in-flight writes.
