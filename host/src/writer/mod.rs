@@ -18,6 +18,7 @@ mod dead_letter;
 mod delivery;
 pub mod nodelay;
 mod partial;
+mod partition_values;
 mod partitions;
 pub mod routing;
 mod settings;
