@@ -253,9 +253,11 @@ pub fn check_row(schema: &TableSchema, row: &RowView<'_>) -> Result<(), String> 
             schema.columns.len()
         ));
     }
+    let mut first_absent = None;
     for (cell, column) in row.cells().zip(&schema.columns) {
         if matches!(cell, Cell::Absent) {
             absent_allowed(schema, row.kind, &column.name, column.nullable)?;
+            first_absent.get_or_insert(&column.name);
             continue;
         }
         cell.fits(column)?;
@@ -264,6 +266,12 @@ pub fn check_row(schema: &TableSchema, row: &RowView<'_>) -> Result<(), String> 
         if let (Cell::Decimal(text), DataType::Decimal(p, s)) = (cell, column.data_type) {
             decimal_unscaled(text, p, s).map_err(|e| format!("column `{}`: {e}", column.name))?;
         }
+    }
+    // A partial update needs a table that can take one (checked once a row).
+    if let (Some(name), RowKind::Upsert) = (first_absent, row.kind)
+        && let Some(reason) = partial_update_refusal(schema)
+    {
+        return Err(format!("column `{name}` is absent, but {reason}"));
     }
     Ok(())
 }
@@ -283,11 +291,7 @@ fn absent_allowed(schema: &TableSchema, kind: RowKind, name: &str, nullable: boo
         RowKind::Upsert if !nullable => Err(format!(
             "column `{name}` is absent but NOT NULL; a partial update may leave out nullable columns only"
         )),
-        RowKind::Upsert => match partial_update_refusal(schema) {
-            Some(reason) => Err(format!("column `{name}` is absent, but {reason}")),
-            None => Ok(()),
-        },
-        RowKind::Delete => Ok(()),
+        RowKind::Upsert | RowKind::Delete => Ok(()),
     }
 }
 
