@@ -159,6 +159,47 @@ fn hung_during_consume(suite: &mut Suite) {
     assert_eq!(suite.plugin.close(id), 0);
 }
 
+/// The cluster frozen while a batch needs a partition that does not exist
+/// yet: listing and creating partitions are bounded by the same deadline,
+/// the call fails within it, and after the thaw the partition is made and
+/// the rows land in it.
+fn hung_while_a_partition_is_made(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("hung_part"), unique_table("hung_part_dlq"));
+    let mut config = suite.config(&path, &dlq, DEADLINE);
+    config["columns"] = json!([
+        {"name": "id", "type": "BIGINT", "nullable": false},
+        {"name": "name", "type": "STRING", "nullable": false}
+    ]);
+    config["partition_keys"] = json!(["name"]);
+    let id = suite.open(&config);
+    assert_eq!(suite.consume(id, &messages(0, 10)).0, 0, "the warm-up batch");
+
+    // messages() names every row `n<id>`: each batch needs new partitions.
+    suite.freeze();
+    let (code, took) = suite.consume(id, &messages(10, 10));
+    suite.thaw();
+    suite.record("cluster hung while partitions are made", took);
+    assert_eq!(code, 1, "a consume whose partitions could not be made fails");
+    assert_prompt("hung while partitions are made", took, DEADLINE);
+
+    let (code, _) = suite.consume(id, &messages(20, 10));
+    assert_eq!(code, 0, "after the thaw: {:?}", logged(&format!("instance={id}")));
+    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let partitions = block(async {
+        let conn = connection_to(&suite.cluster.bootstrap()).await;
+        conn.get_admin()
+            .unwrap()
+            .list_partition_infos(&fluss)
+            .await
+            .unwrap()
+    });
+    let names: Vec<String> = partitions.iter().map(|p| p.get_partition_name()).collect();
+    for i in (0..10).chain(20..30) {
+        assert!(names.contains(&format!("n{i}")), "partition n{i} made: {names:?}");
+    }
+    assert_eq!(suite.plugin.close(id), 0);
+}
+
 /// The cluster frozen during `open`: it fails within `open_timeout`; `close`
 /// after the failed open is harmless, and an open after the thaw works.
 fn hung_during_open(suite: &mut Suite) {
@@ -400,6 +441,7 @@ fn every_promise_holds_under_faults() {
     };
     hung_during_consume(&mut suite);
     hung_during_open(&mut suite);
+    hung_while_a_partition_is_made(&mut suite);
     permanent_refusal_of_part_of_a_batch(&mut suite);
     wrong_schema_dead_letter_table(&mut suite);
     unwritable_dead_letter_table(&mut suite);

@@ -225,4 +225,19 @@ mod tests {
             .expect("the other set goes once the first is done")
             .unwrap();
     }
+
+    #[tokio::test]
+    async fn a_set_held_past_the_deadline_fails_the_wait_at_the_deadline() {
+        let gate = ColumnSetGate::default();
+        let _held = gate.enter(&None).await;
+        let other: ColumnSet = Some(Arc::from(&[0usize][..]));
+        let deadline = crate::deadline::Deadline::after(Duration::from_millis(100));
+        let started = std::time::Instant::now();
+        assert!(deadline.run(gate.enter(&other)).await.is_err(), "it never got in");
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 }
