@@ -23,7 +23,8 @@ use fluss::metadata::TablePath as FlussPath;
 use fluss_row_codec::RowKind;
 use futures::future::join_all;
 use iggy_connector_fluss_sink::batch::MessageBatch;
-use iggy_connector_fluss_sink::mapping::JsonMapping;
+use iggy_connector_fluss_sink::deadline::Deadline;
+use iggy_connector_fluss_sink::mapping::{ColumnMapping, JsonMapping};
 use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
 use iggy_connector_fluss_sink::writer::{DeadLetterKind, FlussWriter, WriterSettings};
 
@@ -50,14 +51,43 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// How the sink makes a table's rows: on the lean row path (JSON straight to
+/// Arrow columns) where the table takes it, as a `consume` does, else as
+/// encoded rows.
+enum SinkRows {
+    Lean(ColumnMapping),
+    Encoded(JsonMapping),
+}
+
+impl SinkRows {
+    fn for_table(setup: &Setup, mapping: JsonMapping, path: &TablePath) -> Self {
+        setup.runtime.block_on(async {
+            let deadline = Deadline::after(Duration::from_secs(60));
+            match setup.sink.whole_batch_schema(path, deadline).await.unwrap() {
+                Some(arrow_schema) => {
+                    let schema = setup.sink.table_schema(path).await.unwrap();
+                    Self::Lean(ColumnMapping::new(mapping, schema, arrow_schema, false))
+                }
+                None => Self::Encoded(mapping),
+            }
+        })
+    }
+}
+
 /// One batch as the sink handles it: JSON mapped to rows, then written.
-async fn through_sink(sink: &FlussWriter, mapping: &JsonMapping, batch: &MessageBatch, path: &TablePath) {
-    let output = mapping.map_batch(batch);
-    let report = sink
-        .write(batch, output, path, DeadLetterKind::Mapping)
-        .await
-        .unwrap();
-    assert_eq!(report.written, batch.len());
+async fn through_sink(sink: &FlussWriter, rows: &SinkRows, batch: &MessageBatch, path: &TablePath) {
+    let report = match rows {
+        SinkRows::Lean(mapping) => {
+            let deadline = Deadline::after(sink.settings().delivery_timeout);
+            sink.write_columns_within(batch, mapping.map_batch(batch), path, deadline)
+                .await
+        }
+        SinkRows::Encoded(mapping) => {
+            sink.write(batch, mapping.map_batch(batch), path, DeadLetterKind::Mapping)
+                .await
+        }
+    };
+    assert_eq!(report.unwrap().written, batch.len());
 }
 
 /// One append through fluss-rs directly, awaited together with a flush (so
@@ -152,6 +182,7 @@ fn writer(c: &mut Criterion) {
         let (schema, direct, arrow_schema) = setup.table(&format!("writer_{size_name}"));
         let path = schema.path.clone();
         let mapping = JsonMapping::new(&schema, RowKind::Append);
+        let sink_rows = SinkRows::for_table(&setup, mapping.clone(), &path);
         for rows in ROWS {
             let batch = common::json_batch_sized(rows, size);
             let record = iggy_connector_fluss_sink::writer::to_record_batch(
@@ -166,7 +197,7 @@ fn writer(c: &mut Criterion) {
             group.throughput(Throughput::Elements(rows as u64));
             group.bench_function(BenchmarkId::new("sink_one_at_a_time", rows), |b| {
                 b.to_async(&setup.runtime)
-                    .iter(|| through_sink(&setup.sink, &mapping, &batch, &path))
+                    .iter(|| through_sink(&setup.sink, &sink_rows, &batch, &path))
             });
             group.bench_function(BenchmarkId::new("fluss_rs_direct_one_at_a_time", rows), |b| {
                 b.to_async(&setup.runtime)
@@ -179,7 +210,7 @@ fn writer(c: &mut Criterion) {
                     |b| {
                         b.to_async(&setup.runtime).iter(|| async {
                             let writes: Vec<_> = (0..in_flight)
-                                .map(|_| through_sink(&setup.sink, &mapping, &batch, &path))
+                                .map(|_| through_sink(&setup.sink, &sink_rows, &batch, &path))
                                 .collect();
                             join_all(writes).await;
                         })
@@ -201,7 +232,7 @@ fn writer(c: &mut Criterion) {
                 let before = cpu_time();
                 setup.runtime.block_on(async {
                     for _ in 0..rounds {
-                        through_sink(&setup.sink, &mapping, &batch, &path).await;
+                        through_sink(&setup.sink, &sink_rows, &batch, &path).await;
                     }
                 });
                 let sink_cpu = cpu_time() - before;
@@ -257,6 +288,8 @@ fn partitioned(c: &mut Criterion) {
     let (parted, direct, arrow_schema) = setup.table_partitioned_by("parted", &["action"]);
     let plain_mapping = JsonMapping::new(&plain, RowKind::Append);
     let parted_mapping = JsonMapping::new(&parted, RowKind::Append);
+    let plain_rows = SinkRows::for_table(&setup, plain_mapping.clone(), &plain.path);
+    let parted_rows = SinkRows::for_table(&setup, parted_mapping.clone(), &parted.path);
     for rows in [1000, 10_000] {
         let batch = common::json_batch_sized(rows, size);
         let record = iggy_connector_fluss_sink::writer::to_record_batch(
@@ -269,16 +302,16 @@ fn partitioned(c: &mut Criterion) {
         // The first write creates the three partitions.
         setup
             .runtime
-            .block_on(through_sink(&setup.sink, &parted_mapping, &batch, &parted.path));
+            .block_on(through_sink(&setup.sink, &parted_rows, &batch, &parted.path));
         let mut group = c.benchmark_group(format!("partitioned_{size_name}"));
         group.throughput(Throughput::Elements(rows as u64));
         group.bench_function(BenchmarkId::new("sink_unpartitioned", rows), |b| {
             b.to_async(&setup.runtime)
-                .iter(|| through_sink(&setup.sink, &plain_mapping, &batch, &plain.path))
+                .iter(|| through_sink(&setup.sink, &plain_rows, &batch, &plain.path))
         });
         group.bench_function(BenchmarkId::new("sink_3_partitions", rows), |b| {
             b.to_async(&setup.runtime)
-                .iter(|| through_sink(&setup.sink, &parted_mapping, &batch, &parted.path))
+                .iter(|| through_sink(&setup.sink, &parted_rows, &batch, &parted.path))
         });
         group.bench_function(BenchmarkId::new("fluss_rs_direct_3_partitions", rows), |b| {
             b.to_async(&setup.runtime).iter(|| async {
@@ -312,17 +345,18 @@ fn observed(c: &mut Criterion) {
     });
     let (schema, _, _) = setup.table("observed");
     let mapping = JsonMapping::new(&schema, RowKind::Append);
+    let sink_rows = SinkRows::for_table(&setup, mapping, &schema.path);
     let batch = common::json_batch_sized(1000, 400);
     let mut group = c.benchmark_group("metrics_400B");
     group.throughput(Throughput::Elements(1000));
     for round in 0..3 {
         group.bench_function(BenchmarkId::new("writer_without_metrics", round), |b| {
             b.to_async(&setup.runtime)
-                .iter(|| through_sink(&setup.sink, &mapping, &batch, &schema.path))
+                .iter(|| through_sink(&setup.sink, &sink_rows, &batch, &schema.path))
         });
         group.bench_function(BenchmarkId::new("writer_with_metrics", round), |b| {
             b.to_async(&setup.runtime)
-                .iter(|| through_sink(&observed, &mapping, &batch, &schema.path))
+                .iter(|| through_sink(&observed, &sink_rows, &batch, &schema.path))
         });
     }
     group.finish();

@@ -10,7 +10,9 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+mod arrow_rows;
 pub mod batch;
+pub mod columns;
 pub mod config;
 pub mod deadline;
 pub mod decimal;

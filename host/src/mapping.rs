@@ -5,7 +5,10 @@
 use fluss_row_codec::json::{self, JsonMapper};
 use fluss_row_codec::{DEFAULT_TABLE, RowKind, RowsBuilder};
 
+use arrow::datatypes::SchemaRef;
+
 use crate::batch::{Header, MessageBatch};
+use crate::columns::{ColumnOutput, ColumnRows, ColumnsBuilder};
 use crate::metadata::is_metadata_column;
 use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
 use crate::schema::Column;
@@ -150,6 +153,91 @@ impl JsonMapping {
         let rows = RowBatch::from_encoded(rows.into_bytes(), tables, &counts)
             .expect("the mapper writes well-formed rows, one per mapped message");
         TransformOutput { outcomes, rows }
+    }
+
+    /// Whether [`ColumnMapping`] can map for this mapping: every row goes
+    /// to the sink's table (no routing field).
+    pub fn maps_to_one_table(&self) -> bool {
+        self.route_field.is_none()
+    }
+}
+
+/// The JSON mapping onto a log table's Arrow columns in one pass (see
+/// [`crate::columns`]): the same coercions and refusals as
+/// [`JsonMapping::map_batch`], without encoded rows in between.
+#[derive(Debug, Clone)]
+pub struct ColumnMapping {
+    mapping: JsonMapping,
+    schema: TableSchema,
+    arrow_schema: SchemaRef,
+    include_metadata: bool,
+}
+
+impl ColumnMapping {
+    /// `mapping` (which must map to one table, see
+    /// [`JsonMapping::maps_to_one_table`]) onto `schema`'s columns, whose
+    /// Arrow form is `arrow_schema`; with `include_metadata`, metadata
+    /// columns are filled from each message.
+    pub fn new(
+        mapping: JsonMapping,
+        schema: TableSchema,
+        arrow_schema: SchemaRef,
+        include_metadata: bool,
+    ) -> Self {
+        debug_assert!(mapping.maps_to_one_table());
+        Self {
+            mapping,
+            schema,
+            arrow_schema,
+            include_metadata,
+        }
+    }
+
+    /// The mapping it maps with (for encoded rows of the same messages).
+    pub fn mapping(&self) -> &JsonMapping {
+        &self.mapping
+    }
+
+    /// One row per JSON object, as Arrow columns; a payload that does not
+    /// map is dead-lettered with the reason.
+    pub fn map_batch(&self, batch: &MessageBatch) -> ColumnOutput {
+        let mut columns = match ColumnsBuilder::new(
+            batch,
+            &self.schema,
+            self.arrow_schema.clone(),
+            self.include_metadata,
+        ) {
+            Ok(columns) => columns,
+            Err(reason) => return dead_letter_all(batch.len(), &reason),
+        };
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for (i, message) in batch.iter().enumerate() {
+            columns.for_message(i as u32);
+            let mapped = self.mapping.kind(message.headers).and_then(|kind| {
+                self.mapping
+                    .mapper
+                    .map_into(message.payload, kind, DEFAULT_TABLE, &mut columns)
+                    .map_err(|e| e.to_string())
+            });
+            outcomes.push(match mapped.map(|()| columns.take_refusal()) {
+                Ok(None) => MessageOutcome::Rows(1),
+                Ok(Some(reason)) => {
+                    MessageOutcome::DeadLetter(format!("table {}: {reason}", self.schema.path))
+                }
+                Err(reason) => MessageOutcome::DeadLetter(reason),
+            });
+        }
+        match columns.finish() {
+            Ok(rows) => ColumnOutput { outcomes, rows },
+            Err(reason) => dead_letter_all(batch.len(), &format!("cannot build the Arrow batch: {reason}")),
+        }
+    }
+}
+
+fn dead_letter_all(count: usize, reason: &str) -> ColumnOutput {
+    ColumnOutput {
+        outcomes: vec![MessageOutcome::DeadLetter(reason.to_string()); count],
+        rows: ColumnRows::default(),
     }
 }
 

@@ -10,7 +10,7 @@
 //! | `iggy_timestamp` | TIMESTAMP_LTZ(6) | the server's timestamp |
 //! | `iggy_message_id` | STRING | the u128 message id in decimal |
 
-use fluss_row_codec::RowsBuilder;
+use fluss_row_codec::{Cell, RowsBuilder};
 
 use crate::batch::MessageBatch;
 use crate::rows::{RowBatch, TransformOutput};
@@ -31,6 +31,51 @@ pub fn is_metadata_column(name: &str) -> bool {
     METADATA_COLUMNS.contains(&name)
 }
 
+/// One of the metadata columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataColumn {
+    /// `iggy_stream`.
+    Stream,
+    /// `iggy_topic`.
+    Topic,
+    /// `iggy_partition`.
+    Partition,
+    /// `iggy_offset`.
+    Offset,
+    /// `iggy_timestamp`.
+    Timestamp,
+    /// `iggy_message_id`.
+    MessageId,
+}
+
+impl MetadataColumn {
+    /// The metadata column called `name`, if it is one.
+    pub fn of(name: &str) -> Option<Self> {
+        Some(match name {
+            "iggy_stream" => Self::Stream,
+            "iggy_topic" => Self::Topic,
+            "iggy_partition" => Self::Partition,
+            "iggy_offset" => Self::Offset,
+            "iggy_timestamp" => Self::Timestamp,
+            "iggy_message_id" => Self::MessageId,
+            _ => return None,
+        })
+    }
+
+    /// Hands `put` this column's cell for message `index` of `batch`.
+    pub fn with_cell<R>(self, batch: &MessageBatch, index: usize, put: impl FnOnce(Cell<'_>) -> R) -> R {
+        let message = || batch.get(index);
+        match self {
+            Self::Stream => put(Cell::String(&batch.source.stream)),
+            Self::Topic => put(Cell::String(&batch.source.topic)),
+            Self::Partition => put(Cell::Int(batch.source.partition as i32)),
+            Self::Offset => put(Cell::BigInt(message().offset as i64)),
+            Self::Timestamp => put(Cell::TimestampLtz(message().timestamp as i64)),
+            Self::MessageId => put(Cell::String(&message().id.to_string())),
+        }
+    }
+}
+
 /// Rewrites every row whose table has metadata columns, putting the
 /// message's metadata in them. `schema_of` gives a row's table (by index).
 pub fn fill<'s>(
@@ -49,17 +94,10 @@ pub fn fill<'s>(
         counts[entry.message as usize] += 1;
         out.begin_row(entry.kind, entry.table);
         let schema = schema_of(entry.table).filter(|s| s.columns.len() == row.cell_count as usize);
-        let message = batch.get(entry.message as usize);
         for (i, cell) in row.cells().enumerate() {
-            let name = schema.map(|s| s.columns[i].name.as_str()).unwrap_or("");
-            match name {
-                "iggy_stream" => out.string(&batch.source.stream),
-                "iggy_topic" => out.string(&batch.source.topic),
-                "iggy_partition" => out.int(batch.source.partition as i32),
-                "iggy_offset" => out.bigint(message.offset as i64),
-                "iggy_timestamp" => out.timestamp_ltz(message.timestamp as i64),
-                "iggy_message_id" => out.string(&message.id.to_string()),
-                _ => out.cell(cell),
+            match schema.and_then(|s| MetadataColumn::of(&s.columns[i].name)) {
+                Some(column) => column.with_cell(batch, entry.message as usize, |c| out.cell(c)),
+                None => out.cell(cell),
             }
         }
         out.end_row();

@@ -2,6 +2,32 @@
 
 use crate::{Cell, RowKind, tag};
 
+/// Where mapped rows go, one row at a time: the compact encoding
+/// ([`RowsBuilder`]) or, in the host, Arrow columns. A row is begun, given
+/// one cell per column in table order, and ended; a row once begun is
+/// always ended.
+pub trait RowSink {
+    /// Starts a row of `kind` for table `table` (0 = the default table).
+    fn begin_row(&mut self, kind: RowKind, table: u16);
+    /// Appends the next column's cell.
+    fn cell(&mut self, cell: Cell<'_>);
+    /// Finishes the row.
+    fn end_row(&mut self);
+}
+
+impl RowSink for RowsBuilder {
+    fn begin_row(&mut self, kind: RowKind, table: u16) {
+        RowsBuilder::begin_row(self, kind, table);
+    }
+    #[inline]
+    fn cell(&mut self, cell: Cell<'_>) {
+        RowsBuilder::cell(self, cell);
+    }
+    fn end_row(&mut self) {
+        RowsBuilder::end_row(self);
+    }
+}
+
 /// Builds a buffer of encoded rows, one row at a time.
 ///
 /// Call [`begin_row`](Self::begin_row), push one cell per column in the
@@ -124,6 +150,7 @@ impl RowsBuilder {
     }
 
     /// Appends a decoded cell as it is (for rewriting rows).
+    #[inline]
     pub fn cell(&mut self, cell: Cell<'_>) {
         match cell {
             Cell::Null => self.null(),

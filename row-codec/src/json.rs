@@ -30,7 +30,7 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use crate::types::{Column, DataType};
-use crate::{RowKind, RowsBuilder};
+use crate::{Cell, RowKind, RowSink};
 
 /// Why a JSON payload did not become a row.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,38 +114,41 @@ impl JsonMapper {
 
     /// Maps `payload` to one row of `kind` for `table` in `out`. On error
     /// nothing is added to `out`.
-    pub fn map_into(
+    pub fn map_into<S: RowSink + ?Sized>(
         &self,
         payload: &[u8],
         kind: RowKind,
         table: u16,
-        out: &mut RowsBuilder,
+        out: &mut S,
     ) -> Result<(), MapError> {
         let slots = self.parse(payload)?;
-        out.begin_row(kind, table);
-        for (column, slot) in self.columns.iter().zip(slots) {
-            match slot {
-                None | Some(Typed::Null) if !column.nullable => {
-                    out.abandon_row();
-                    return Err(MapError::MissingValue(column.name.clone()));
-                }
-                None if self.partial => out.absent(),
-                None | Some(Typed::Null) => out.null(),
-                Some(Typed::Boolean(v)) => out.boolean(v),
-                Some(Typed::TinyInt(v)) => out.tinyint(v),
-                Some(Typed::SmallInt(v)) => out.smallint(v),
-                Some(Typed::Int(v)) => out.int(v),
-                Some(Typed::BigInt(v)) => out.bigint(v),
-                Some(Typed::Float(v)) => out.float(v),
-                Some(Typed::Double(v)) => out.double(v),
-                Some(Typed::Text(v)) => out.string(&v),
-                Some(Typed::Bytes(v)) => out.bytes(&v),
-                Some(Typed::Decimal(v)) => out.decimal(&v),
-                Some(Typed::Date(v)) => out.date(v),
-                Some(Typed::Time(v)) => out.time(v),
-                Some(Typed::Timestamp(v)) => out.timestamp(v),
-                Some(Typed::TimestampLtz(v)) => out.timestamp_ltz(v),
+        // Every refusal comes before the row is begun: a sink is never left
+        // with half a row.
+        for (column, slot) in self.columns.iter().zip(&slots) {
+            if !column.nullable && matches!(slot, None | Some(Typed::Null)) {
+                return Err(MapError::MissingValue(column.name.clone()));
             }
+        }
+        out.begin_row(kind, table);
+        for slot in &slots {
+            out.cell(match slot {
+                None if self.partial => Cell::Absent,
+                None | Some(Typed::Null) => Cell::Null,
+                Some(Typed::Boolean(v)) => Cell::Boolean(*v),
+                Some(Typed::TinyInt(v)) => Cell::TinyInt(*v),
+                Some(Typed::SmallInt(v)) => Cell::SmallInt(*v),
+                Some(Typed::Int(v)) => Cell::Int(*v),
+                Some(Typed::BigInt(v)) => Cell::BigInt(*v),
+                Some(Typed::Float(v)) => Cell::Float(*v),
+                Some(Typed::Double(v)) => Cell::Double(*v),
+                Some(Typed::Text(v)) => Cell::String(v),
+                Some(Typed::Bytes(v)) => Cell::Bytes(v),
+                Some(Typed::Decimal(v)) => Cell::Decimal(v),
+                Some(Typed::Date(v)) => Cell::Date(*v),
+                Some(Typed::Time(v)) => Cell::Time(*v),
+                Some(Typed::Timestamp(v)) => Cell::Timestamp(*v),
+                Some(Typed::TimestampLtz(v)) => Cell::TimestampLtz(*v),
+            });
         }
         out.end_row();
         Ok(())
@@ -538,7 +541,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Cell, Rows};
+    use crate::{Rows, RowsBuilder};
 
     fn mapper() -> JsonMapper {
         JsonMapper::new(vec![

@@ -49,7 +49,7 @@ pub mod json;
 pub mod types;
 
 pub use decode::{Cell, DecodeError, RowView, Rows};
-pub use encode::RowsBuilder;
+pub use encode::{RowSink, RowsBuilder};
 pub use types::{Column, DataType, TypeParseError};
 
 /// What Fluss does with a row.

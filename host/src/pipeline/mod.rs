@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::batch::{MessageBatch, PayloadSchema};
+use crate::columns::ColumnOutput;
 use crate::config::{ConfigError, SinkConfig, TableType};
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
@@ -108,6 +109,14 @@ impl Pipeline {
             .map_err(|e| PipelineError::Internal(format!("loading the transform: {e}")))?
             .map_err(PipelineError::Transform)?
         };
+        let stage = match config.table_type {
+            TableType::Log => stage.lean(
+                &schema,
+                writer.whole_batch_schema(&table, deadline).await?,
+                config.include_metadata,
+            ),
+            TableType::PrimaryKey => stage,
+        };
         let versions = reloadable.map(|r| {
             let t = config.transform.as_ref().expect("a transform was loaded");
             reload::Versions::new(r, t.reload, t.reload_check_interval, metrics.clone())
@@ -198,6 +207,17 @@ impl Pipeline {
                 .await?);
         }
         let batch = Arc::new(batch);
+        if let RowStage::JsonColumns(_) = *self.stage {
+            let output = self
+                .made_in_chunks(&batch, self.stage.clone(), move |stage, chunk| {
+                    Ok(stage.columns(schema, chunk).expect("the lean path makes columns"))
+                })
+                .await?;
+            return Ok(self
+                .writer
+                .write_columns_within(&batch, output, &self.table, deadline)
+                .await?);
+        }
         let output = self.rows(schema, &batch).await?;
         Ok(self
             .writer
@@ -205,18 +225,12 @@ impl Pipeline {
             .await?)
     }
 
-    /// The rows of `batch`, made chunk by chunk (`batch_size` messages, one
-    /// transform call each) on the blocking pool, as many chunks at once as
-    /// there are cores (each running chunk may hold a transform instance).
+    /// The rows of `batch` made by the transform or the JSON mapping.
     async fn rows(
         self: &Arc<Self>,
         schema: PayloadSchema,
         batch: &Arc<MessageBatch>,
     ) -> Result<TransformOutput, PipelineError> {
-        let count = batch.len();
-        let span = tracing::Span::current();
-        let starts: Vec<usize> = (0..count).step_by(self.batch_size).collect();
-        let at_once = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
         // One version of the transform for the whole batch (hot reload swaps
         // versions between batches only).
         let stage = match &self.versions {
@@ -224,7 +238,37 @@ impl Pipeline {
             None => self.stage.clone(),
         };
         let faults_before = stage.faults();
-        let mut output = TransformOutput::default();
+        let metrics = self.metrics.clone();
+        let output = self
+            .made_in_chunks(batch, stage.clone(), move |stage, chunk| {
+                let started = Instant::now();
+                let rows = stage.rows(schema, chunk);
+                if let RowStage::Wasm(_) = *stage {
+                    metrics.transform_call(started.elapsed());
+                }
+                rows
+            })
+            .await?;
+        self.metrics
+            .transform_faults(stage.faults().saturating_sub(faults_before));
+        Ok(output)
+    }
+
+    /// What `make` makes of `batch`, chunk by chunk (`batch_size` messages,
+    /// one transform call each) on the blocking pool, as many chunks at once
+    /// as there are cores (each running chunk may hold a transform instance).
+    async fn made_in_chunks<T: Chunked>(
+        self: &Arc<Self>,
+        batch: &Arc<MessageBatch>,
+        stage: Arc<RowStage>,
+        make: impl Fn(&RowStage, &MessageBatch) -> Result<T, TransformError> + Send + Sync + 'static,
+    ) -> Result<T, PipelineError> {
+        let count = batch.len();
+        let span = tracing::Span::current();
+        let starts: Vec<usize> = (0..count).step_by(self.batch_size).collect();
+        let at_once = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+        let make = Arc::new(make);
+        let mut output = T::default();
         for wave in starts.chunks(at_once) {
             let tasks: Vec<_> = wave
                 .iter()
@@ -234,28 +278,17 @@ impl Pipeline {
                     } else {
                         Arc::new(batch.slice(start..(start + self.batch_size).min(count)))
                     };
-                    let (stage, span, metrics) = (stage.clone(), span.clone(), self.metrics.clone());
-                    tokio::task::spawn_blocking(move || {
-                        span.in_scope(|| {
-                            let started = Instant::now();
-                            let rows = stage.rows(schema, &chunk);
-                            if let RowStage::Wasm(_) = *stage {
-                                metrics.transform_call(started.elapsed());
-                            }
-                            rows
-                        })
-                    })
+                    let (stage, span, make) = (stage.clone(), span.clone(), make.clone());
+                    tokio::task::spawn_blocking(move || span.in_scope(|| make(&stage, &chunk)))
                 })
                 .collect();
             for task in tasks {
                 let part = task
                     .await
                     .map_err(|e| PipelineError::Internal(format!("making rows: {e}")))??;
-                output.append(part);
+                output.append_chunk(part);
             }
         }
-        self.metrics
-            .transform_faults(stage.faults().saturating_sub(faults_before));
         Ok(output)
     }
 
@@ -284,6 +317,23 @@ impl Pipeline {
             "Fluss sink for {} closed",
             self.table
         );
+    }
+}
+
+/// What a chunk of a batch becomes, joined chunk after chunk.
+trait Chunked: Default + Send + 'static {
+    fn append_chunk(&mut self, next: Self);
+}
+
+impl Chunked for TransformOutput {
+    fn append_chunk(&mut self, next: Self) {
+        self.append(next);
+    }
+}
+
+impl Chunked for ColumnOutput {
+    fn append_chunk(&mut self, next: Self) {
+        self.append(next);
     }
 }
 

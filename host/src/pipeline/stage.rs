@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use crate::batch::{MessageBatch, PayloadSchema};
 use crate::config::{PayloadFormat, SinkConfig, TableType};
-use crate::mapping::JsonMapping;
+use arrow::datatypes::SchemaRef;
+
+use crate::columns::ColumnOutput;
+use crate::mapping::{ColumnMapping, JsonMapping};
 use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
 use crate::schema::TableSchema;
 use crate::transform::{Transform, TransformError};
@@ -19,6 +22,9 @@ pub enum RowStage {
     Wasm(Arc<Transform>),
     /// JSON fields onto columns by name.
     Json(JsonMapping),
+    /// JSON fields onto a log table's Arrow columns in one pass (the lean
+    /// row path, see [`crate::columns`]).
+    JsonColumns(ColumnMapping),
     /// Arrow IPC payloads appended as they are.
     ArrowIpc,
 }
@@ -62,25 +68,42 @@ impl RowStage {
             // and say so where a payload is not JSON after all.
             Self::Json(mapping) => {
                 let mut output = mapping.map_batch(chunk);
-                if matches!(
-                    schema,
-                    PayloadSchema::Avro | PayloadSchema::Proto | PayloadSchema::FlatBuffer
-                ) {
-                    for outcome in &mut output.outcomes {
-                        if let MessageOutcome::DeadLetter(reason) = outcome {
-                            reason.push_str(&format!(
-                                " (the stream is tagged {schema:?}; without a transform the sink maps JSON, which \
-                                 the runtime's {schema:?} decoder hands over)"
-                            ));
-                        }
-                    }
-                }
+                explain_tag(schema, &mut output.outcomes);
+                Ok(output)
+            }
+            Self::JsonColumns(mapping) => {
+                let mut output = mapping.mapping().map_batch(chunk);
+                explain_tag(schema, &mut output.outcomes);
                 Ok(output)
             }
             Self::ArrowIpc => Ok(dead_letter_all(
                 chunk.len(),
                 "arrow_ipc payloads are appended as they are, not made into rows",
             )),
+        }
+    }
+
+    /// The rows of `chunk` as Arrow columns, on the lean row path (`None`
+    /// for the other stages, which make encoded rows).
+    pub fn columns(&self, schema: PayloadSchema, chunk: &MessageBatch) -> Option<ColumnOutput> {
+        let Self::JsonColumns(mapping) = self else {
+            return None;
+        };
+        let mut output = mapping.map_batch(chunk);
+        explain_tag(schema, &mut output.outcomes);
+        Some(output)
+    }
+
+    /// This stage on the lean row path when it can take it: the JSON
+    /// mapping onto one table, written to a table whose Arrow batches
+    /// take the rows whole (`arrow_schema`, see
+    /// [`crate::writer::FlussWriter::whole_batch_schema`]).
+    pub fn lean(self, schema: &TableSchema, arrow_schema: Option<SchemaRef>, include_metadata: bool) -> Self {
+        match (self, arrow_schema) {
+            (Self::Json(mapping), Some(arrow_schema)) if mapping.maps_to_one_table() => Self::JsonColumns(
+                ColumnMapping::new(mapping, schema.clone(), arrow_schema, include_metadata),
+            ),
+            (stage, _) => stage,
         }
     }
 
@@ -96,8 +119,29 @@ impl RowStage {
     pub fn kind(&self) -> DeadLetterKind {
         match self {
             Self::Wasm(_) => DeadLetterKind::Transform,
-            Self::Json(_) => DeadLetterKind::Mapping,
+            Self::Json(_) | Self::JsonColumns(_) => DeadLetterKind::Mapping,
             Self::ArrowIpc => DeadLetterKind::ArrowIpc,
+        }
+    }
+}
+
+/// The runtime's decoders for Avro, Proto and FlatBuffer streams (and its
+/// avro_convert / proto_convert transforms) hand the sink JSON bytes while
+/// the batch keeps its original tag: they are mapped as JSON, and a
+/// payload that is not JSON after all says so.
+fn explain_tag(schema: PayloadSchema, outcomes: &mut [MessageOutcome]) {
+    if !matches!(
+        schema,
+        PayloadSchema::Avro | PayloadSchema::Proto | PayloadSchema::FlatBuffer
+    ) {
+        return;
+    }
+    for outcome in outcomes {
+        if let MessageOutcome::DeadLetter(reason) = outcome {
+            reason.push_str(&format!(
+                " (the stream is tagged {schema:?}; without a transform the sink maps JSON, which \
+                 the runtime's {schema:?} decoder hands over)"
+            ));
         }
     }
 }

@@ -6,7 +6,8 @@
 use fluss_row_codec::{RowKind, RowView};
 
 use super::tables::Sink;
-use super::{FlussWriter, WriteError, arrow_rows, delivery};
+use super::{FlussWriter, WriteError, delivery};
+use crate::arrow_rows;
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::schema::{Column, DataType, TablePath, TableSchema};

@@ -1,5 +1,5 @@
 //! Getting rows acknowledged: sends, acknowledgement waits, retries with
-//! backoff, bisection of refused Arrow batches, all bounded by the call's
+//! backoff (appends of whole Arrow batches: [`super::append`]), all bounded by the call's
 //! [`Deadline`]. The client's flush only hurries rows out; it races the
 //! acknowledgements and is never waited for on its own.
 
@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 
 use fluss::client::WriteResultFuture;
 use fluss::row::GenericRow;
-use fluss_row_codec::{RowKind, RowView};
+use fluss_row_codec::RowKind;
 
+use super::append::EncodedRows;
 use super::tables::{Sink, Table, fluss_path};
-use super::{FlussWriter, PendingRow, WriteError, arrow_rows, partial};
+use super::{FlussWriter, PendingRow, WriteError, partial};
+use crate::arrow_rows;
 use crate::deadline::Deadline;
 use crate::schema::TablePath;
 
@@ -101,38 +103,6 @@ pub(super) async fn racing_flush<T>(
     }
 }
 
-/// Roughly how many bytes of encoded rows one Arrow append carries when a
-/// write is cut into parts sent back to back.
-const APPEND_BYTES: usize = 1 << 20;
-
-/// Where and how an append goes.
-#[derive(Clone, Copy)]
-struct Append<'w> {
-    path: &'w TablePath,
-    writer: &'w fluss::client::AppendWriter,
-    what: &'w str,
-    deadline: Deadline,
-}
-
-/// `rows` (in message order) cut into parts of about `bytes` encoded bytes,
-/// never inside a message.
-fn append_parts<'r, 'a>(rows: &'r [PendingRow<'a>], bytes: usize) -> Vec<&'r [PendingRow<'a>]> {
-    let mut parts = Vec::new();
-    let (mut start, mut size) = (0, 0);
-    for (i, (message, _, row)) in rows.iter().enumerate() {
-        let boundary = i > start && rows[i - 1].0 != *message;
-        if boundary && size >= bytes {
-            parts.push(&rows[start..i]);
-            (start, size) = (i, 0);
-        }
-        size += row.encoded_len();
-    }
-    if start < rows.len() {
-        parts.push(&rows[start..]);
-    }
-    parts
-}
-
 /// One row's acknowledgement, once awaited.
 enum Acked {
     Done,
@@ -152,7 +122,8 @@ impl FlussWriter {
         let what = format!("{} rows for {}", rows.len(), table.schema.path);
         match &table.sink {
             Sink::Log(writer) if table.whole_batches => {
-                self.append_whole(table, writer, rows, &what, deadline, failures)
+                let rows = EncodedRows::new(rows, table);
+                self.append_whole(&table.schema.path, writer, &rows, &what, deadline, failures)
                     .await?;
             }
             // A batch split across buckets could be refused in some and taken
@@ -190,133 +161,6 @@ impl FlussWriter {
                     )
                     .await?;
                 }
-            }
-        }
-        Ok(())
-    }
-
-    /// Appends `rows` to a log table whose Arrow batches land whole (one
-    /// bucket): cut into message-aligned parts of about [`APPEND_BYTES`],
-    /// every part built and sent before any acknowledgement is awaited (the
-    /// client sends part k while part k+1 is built). A part refused for
-    /// good is bisected by message, so that only the refused messages fail
-    /// and nothing is sent twice; one that failed transiently is sent again
-    /// with retries.
-    async fn append_whole(
-        &self,
-        table: &Table,
-        writer: &fluss::client::AppendWriter,
-        rows: &[PendingRow<'_>],
-        what: &str,
-        deadline: Deadline,
-        failures: &mut Vec<(u32, String)>,
-    ) -> Result<(), WriteError> {
-        let path = &table.schema.path;
-        let record_of = |part: &[PendingRow<'_>]| {
-            let views: Vec<RowView<'_>> = part.iter().map(|(_, _, r)| *r).collect();
-            arrow_rows::record_batch(&views, &table.schema, &table.arrow_schema).map_err(|reason| {
-                WriteError::Table {
-                    table: path.to_string(),
-                    reason,
-                }
-            })
-        };
-        let parts = append_parts(rows, APPEND_BYTES);
-        let sent_at = Instant::now();
-        let sent = tokio::task::block_in_place(|| {
-            parts
-                .iter()
-                .map(|part| {
-                    let record = record_of(part)?;
-                    let ack = (!deadline.expired()).then(|| writer.append_arrow_batch(record.clone()));
-                    Ok((*part, record, ack))
-                })
-                .collect::<Result<Vec<_>, WriteError>>()
-        })?;
-        let acks = async {
-            let mut results = Vec::with_capacity(sent.len());
-            for (part, record, ack) in sent {
-                let result = match ack {
-                    None => {
-                        return Err(undelivered(
-                            what,
-                            0,
-                            "the deadline passed before every part was sent",
-                        ));
-                    }
-                    Some(Err(e)) => Err(e),
-                    Some(Ok(future)) => match self.acknowledgement(path, future, deadline, sent_at).await {
-                        Some(result) => result,
-                        None => return Err(undelivered(what, 0, "no acknowledgement before the deadline")),
-                    },
-                };
-                results.push((part, record, result));
-            }
-            Ok(results)
-        };
-        for (part, record, result) in racing_flush(acks, writer.flush()).await? {
-            let Err(error) = result else {
-                continue;
-            };
-            let refused = if self.failure_of(path, &error, deadline).await == Failure::Permanent {
-                Some(format!("Fluss refused the write: {error}"))
-            } else {
-                let again = self.deliver(path, what, true, deadline, || {
-                    writer.append_arrow_batch(record.clone())
-                });
-                racing_flush(again, writer.flush()).await?.err()
-            };
-            if let Some(reason) = refused {
-                let append = Append {
-                    path,
-                    writer,
-                    what,
-                    deadline,
-                };
-                self.bisect_refused(&append, part, reason, &record_of, failures)
-                    .await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Finds the messages of `part` (refused for good with `reason`) that
-    /// Fluss refuses, by halves that never cut a message apart.
-    async fn bisect_refused<'r, 'a>(
-        &self,
-        append: &Append<'_>,
-        part: &'r [PendingRow<'a>],
-        reason: String,
-        record_of: &impl Fn(&[PendingRow<'a>]) -> Result<arrow::record_batch::RecordBatch, WriteError>,
-        failures: &mut Vec<(u32, String)>,
-    ) -> Result<(), WriteError> {
-        let Append {
-            path,
-            writer,
-            what,
-            deadline,
-        } = *append;
-        let mut pending: Vec<(&'r [PendingRow<'a>], Option<String>)> = vec![(part, Some(reason))];
-        while let Some((rows, known)) = pending.pop() {
-            let outcome = match known {
-                Some(reason) => Err(reason),
-                None => {
-                    let record = record_of(rows)?;
-                    let ack = self.deliver(path, what, true, deadline, || {
-                        writer.append_arrow_batch(record.clone())
-                    });
-                    racing_flush(ack, writer.flush()).await?
-                }
-            };
-            let Err(reason) = outcome else {
-                continue;
-            };
-            match split_by_message(rows) {
-                Some((left, right)) => {
-                    pending.push((right, None));
-                    pending.push((left, None));
-                }
-                None => failures.extend(rows.iter().map(|(m, _, _)| (*m, reason.clone()))),
             }
         }
         Ok(())
@@ -446,7 +290,7 @@ impl FlussWriter {
     }
 
     /// What to do about `error` from a write to `table`.
-    async fn failure_of(
+    pub(super) async fn failure_of(
         &self,
         table: &TablePath,
         error: &fluss::error::Error,
@@ -536,7 +380,7 @@ impl FlussWriter {
     /// Waits for `ack` until `deadline` (`None` when it passes), refreshing
     /// the client's metadata of `table` whenever an acknowledgement is slow
     /// to come, and looking once for connections without `TCP_NODELAY`.
-    async fn acknowledgement(
+    pub(super) async fn acknowledgement(
         &self,
         table: &TablePath,
         ack: WriteResultFuture,
@@ -592,36 +436,12 @@ impl FlussWriter {
     }
 }
 
-fn undelivered(what: &str, retries: u32, reason: &str) -> WriteError {
+pub(super) fn undelivered(what: &str, retries: u32, reason: &str) -> WriteError {
     WriteError::Undelivered {
         what: what.into(),
         retries,
         reason: reason.into(),
     }
-}
-
-/// Splits rows (in message order) into two parts near the middle without
-/// cutting a message's rows apart; `None` when they are one message's.
-fn split_by_message<'r, 'a>(
-    rows: &'r [PendingRow<'a>],
-) -> Option<(&'r [PendingRow<'a>], &'r [PendingRow<'a>])> {
-    let first = rows.first()?.0;
-    if rows.iter().all(|(m, _, _)| *m == first) {
-        return None;
-    }
-    let mut mid = rows.len() / 2;
-    // Move the cut to a message boundary: forward, or back when the second
-    // half is one message.
-    while mid < rows.len() && rows[mid].0 == rows[mid - 1].0 {
-        mid += 1;
-    }
-    if mid == rows.len() {
-        mid = rows.len() / 2;
-        while mid > 0 && rows[mid].0 == rows[mid - 1].0 {
-            mid -= 1;
-        }
-    }
-    Some(rows.split_at(mid))
 }
 
 fn send_keyed(
@@ -638,52 +458,6 @@ fn send_keyed(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn splits_never_cut_a_message_apart() {
-        let mut builder = fluss_row_codec::RowsBuilder::new();
-        builder.begin_row(RowKind::Append, 0);
-        builder.end_row();
-        let bytes = builder.into_bytes();
-        let row = fluss_row_codec::Rows::new(&bytes).next().unwrap().unwrap();
-        let rows: Vec<PendingRow<'_>> = [0, 0, 0, 1, 2, 2]
-            .iter()
-            .map(|&m| (m, RowKind::Append, row))
-            .collect();
-        let (left, right) = split_by_message(&rows).unwrap();
-        assert_eq!(left.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 0, 0]);
-        assert_eq!(right.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2, 2]);
-        let (left, right) = split_by_message(right).unwrap();
-        assert_eq!((left.len(), right.len()), (1, 2));
-        assert!(
-            split_by_message(right).is_none(),
-            "one message's rows are not split"
-        );
-        let tail: Vec<PendingRow<'_>> = [0, 1, 1, 1].iter().map(|&m| (m, RowKind::Append, row)).collect();
-        let (left, right) = split_by_message(&tail).unwrap();
-        assert_eq!((left.len(), right.len()), (1, 3));
-    }
-
-    #[test]
-    fn append_parts_are_message_aligned_and_cover_every_row() {
-        let mut builder = fluss_row_codec::RowsBuilder::new();
-        builder.begin_row(RowKind::Append, 0);
-        builder.string("0123456789");
-        builder.end_row();
-        let bytes = builder.into_bytes();
-        let row = fluss_row_codec::Rows::new(&bytes).next().unwrap().unwrap();
-        let len = row.encoded_len();
-        let rows: Vec<PendingRow<'_>> = [0, 1, 1, 1, 2, 3]
-            .iter()
-            .map(|&m| (m, RowKind::Append, row))
-            .collect();
-        let parts = append_parts(&rows, 2 * len);
-        let messages: Vec<Vec<u32>> = parts.iter().map(|p| p.iter().map(|r| r.0).collect()).collect();
-        assert_eq!(messages, vec![vec![0, 1, 1, 1], vec![2, 3]]);
-        assert_eq!(append_parts(&rows, usize::MAX).len(), 1);
-        assert_eq!(append_parts(&rows, 1).len(), 4, "one part per message at most");
-        assert!(append_parts(&[], 1).is_empty());
-    }
 
     #[test]
     fn only_listed_errors_are_transient() {

@@ -5,15 +5,16 @@
 //! per call.
 //!
 //! - [`tables`]: opening, creating and routing tables;
-//! - [`delivery`]: sends, acknowledgements, retries and bisection;
+//! - [`delivery`]: sends, acknowledgements, retries;
+//! - [`append`]: appends of whole Arrow batches, bisection, the lean row path's writes;
 //! - [`dead_letter`]: the dead-letter table and its schema;
 //! - [`partitions`]: partitioned tables (rows grouped by partition, partitions created);
 //! - [`partial`]: partial updates on primary-key tables;
 //! - [`routing`]: which tables rows may be routed to;
 //! - [`nodelay`]: `TCP_NODELAY` on the client's connections (a workaround).
 
+mod append;
 mod arrow_ipc;
-mod arrow_rows;
 mod dead_letter;
 mod delivery;
 pub mod nodelay;
@@ -32,6 +33,7 @@ use fluss::client::{FlussAdmin, FlussConnection};
 use fluss_row_codec::{RowKind, RowView};
 use tokio::sync::Mutex;
 
+use crate::arrow_rows;
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
@@ -42,6 +44,7 @@ use tables::Table;
 pub use crate::decimal::decimal_unscaled;
 pub use dead_letter::{DeadLetterKind, check_dead_letter_table, dead_letter_schema};
 pub use settings::WriterSettings;
+pub use tables::arrow_schema_of;
 
 /// The Arrow record batch the writer appends for `output`'s rows of the
 /// sink's own table (rows must fit `schema`; `arrow_schema` is Fluss's Arrow
@@ -310,21 +313,12 @@ impl FlussWriter {
         stage: DeadLetterKind,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        use std::sync::atomic::Ordering;
-        if self.stale.swap(false, Ordering::Relaxed) {
-            self.refresh_table_metadata(default_table, deadline.at_most(MAX_BUFFER_WAIT))
-                .await;
-        }
-        let written = self
-            .write_rows_of(batch, output, default_table, stage, deadline)
-            .await;
-        if matches!(
-            written,
-            Err(WriteError::Undelivered { .. } | WriteError::DeadlinePassed { .. })
-        ) {
-            self.stale.store(true, Ordering::Relaxed);
-        }
-        written
+        self.guard_staleness(
+            default_table,
+            deadline,
+            self.write_rows_of(batch, output, default_table, stage, deadline),
+        )
+        .await
     }
 
     async fn write_rows_of(

@@ -59,6 +59,17 @@ fn fluss_type(column: &Column) -> fluss::metadata::DataType {
     if column.nullable { t } else { t.as_non_nullable() }
 }
 
+/// The Arrow schema fluss-rs appends to a table of `schema`'s columns (what
+/// an open table's `arrow_schema` is, without asking the cluster).
+pub fn arrow_schema_of(schema: &TableSchema) -> Result<SchemaRef, String> {
+    let fields = schema
+        .columns
+        .iter()
+        .map(|c| fluss::metadata::DataField::new(c.name.clone(), fluss_type(c), None))
+        .collect();
+    fluss::record::to_arrow_schema(&fluss::metadata::RowType::new(fields)).map_err(|e| e.to_string())
+}
+
 fn expired(path: &TablePath, step: &str) -> WriteError {
     WriteError::DeadlinePassed {
         step: format!("{step} {path}"),

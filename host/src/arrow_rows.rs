@@ -1,5 +1,6 @@
-//! Encoded rows → Arrow arrays, for appends to log tables, and → Fluss
-//! `GenericRow`s, for upserts and deletes on primary-key tables.
+//! Cells → Arrow arrays, for appends to log tables (from encoded rows, or
+//! straight from the JSON mapping: see [`crate::columns`]), and encoded rows
+//! → Fluss `GenericRow`s, for upserts and deletes on primary-key tables.
 
 use std::sync::Arc;
 
@@ -48,7 +49,7 @@ fn scale_micros(micros: i64, unit: &TimeUnit) -> i64 {
 }
 
 /// The builder of one Arrow column, fed one cell at a time.
-enum ColumnBuilder {
+pub(crate) enum ColumnBuilder {
     Boolean(BooleanBuilder),
     Int8(Int8Builder),
     Int16(Int16Builder),
@@ -74,7 +75,8 @@ enum ColumnBuilder {
 }
 
 impl ColumnBuilder {
-    fn new(ty: &ArrowType, column: &DataType, n: usize) -> Result<Self, String> {
+    /// A builder for Arrow type `ty` of a `column` column, with room for `n` cells.
+    pub(crate) fn new(ty: &ArrowType, column: &DataType, n: usize) -> Result<Self, String> {
         use ColumnBuilder as B;
         Ok(match ty {
             ArrowType::Boolean => B::Boolean(BooleanBuilder::with_capacity(n)),
@@ -123,8 +125,10 @@ impl ColumnBuilder {
         })
     }
 
-    /// Appends `cell` (checked against the column with `check_row`).
-    fn push(&mut self, cell: Cell<'_>) -> Result<(), String> {
+    /// Appends `cell` (checked against the column with `check_row`, or
+    /// made for the column by the JSON mapping).
+    #[inline]
+    pub(crate) fn push(&mut self, cell: Cell<'_>) -> Result<(), String> {
         use ColumnBuilder as B;
         let mismatch = || format!("a {} cell where the column does not take one", cell.type_name());
         macro_rules! value {
@@ -185,7 +189,8 @@ impl ColumnBuilder {
         Ok(())
     }
 
-    fn finish(self) -> Result<ArrayRef, String> {
+    /// The column built.
+    pub(crate) fn finish(self) -> Result<ArrayRef, String> {
         use ColumnBuilder as B;
         fn done<T: arrow::array::ArrayBuilder>(mut b: T) -> ArrayRef {
             b.finish()

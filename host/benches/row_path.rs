@@ -1,0 +1,64 @@
+//! The sink's own CPU per row on the JSON path, without Fluss: JSON payloads
+//! to rows, rows to the Arrow batch the writer appends, and the two
+//! together (what the sink did up to session 5), against JSON straight to
+//! Arrow columns in one pass (the lean path of log tables), at ~110 B, ~400 B and ~2 KB messages, 1,000 a batch.
+//!
+//! Run: `cargo bench -p iggy_connector_fluss_sink --bench row_path`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+mod common;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use fluss_row_codec::RowKind;
+use iggy_connector_fluss_sink::mapping::{ColumnMapping, JsonMapping};
+use iggy_connector_fluss_sink::schema::TablePath;
+use iggy_connector_fluss_sink::writer::{arrow_schema_of, to_record_batch};
+
+const SIZES: [(&str, usize); 3] = [("110B", 100), ("400B", 400), ("2KB", 2048)];
+const ROWS: usize = 1000;
+
+fn row_path(c: &mut Criterion) {
+    let schema = common::table(TablePath::new("bench", "events"));
+    let arrow_schema = arrow_schema_of(&schema).unwrap();
+    let mapping = JsonMapping::new(&schema, RowKind::Append);
+    let one_pass = ColumnMapping::new(mapping.clone(), schema.clone(), arrow_schema.clone(), false);
+    for (size_name, size) in SIZES {
+        let batch = common::json_batch_sized(ROWS, size);
+        let mapped = mapping.map_batch(&batch);
+        assert_eq!(mapped.rows.len(), ROWS, "every message maps");
+        let mut group = c.benchmark_group(format!("row_path_{size_name}"));
+        group.throughput(Throughput::Elements(ROWS as u64));
+        group.bench_function(BenchmarkId::new("json_to_rows", ROWS), |b| {
+            b.iter(|| black_box(mapping.map_batch(black_box(&batch))))
+        });
+        group.bench_function(BenchmarkId::new("rows_to_arrow", ROWS), |b| {
+            b.iter(|| black_box(to_record_batch(black_box(&mapped), &schema, &arrow_schema).unwrap()))
+        });
+        group.bench_function(BenchmarkId::new("json_to_arrow", ROWS), |b| {
+            b.iter(|| {
+                let mapped = mapping.map_batch(black_box(&batch));
+                black_box(to_record_batch(&mapped, &schema, &arrow_schema).unwrap())
+            })
+        });
+        let columns = one_pass.map_batch(&batch);
+        assert_eq!(columns.rows.len(), ROWS, "every message maps");
+        assert_eq!(
+            columns.rows.record(0..ROWS),
+            to_record_batch(&mapped, &schema, &arrow_schema).unwrap(),
+            "both paths make the same batch"
+        );
+        group.bench_function(BenchmarkId::new("json_to_arrow_one_pass", ROWS), |b| {
+            b.iter(|| black_box(one_pass.map_batch(black_box(&batch))))
+        });
+        group.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    targets = row_path
+}
+criterion_main!(benches);

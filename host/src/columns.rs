@@ -1,0 +1,435 @@
+//! The lean row path: rows for the sink's own log table made straight into
+//! the Arrow columns the writer appends, in one pass over each payload,
+//! instead of JSON → encoded rows → decoded again → Arrow. The JSON mapping
+//! (`fluss_row_codec::json`, the same coercions as the `json-to-row`
+//! transform) writes each cell into its column's builder; metadata columns
+//! are filled from the message as the row is made. Every row is checked
+//! once, by the mapping, against the columns it was built from.
+
+use std::ops::Range;
+
+use arrow::array::{ArrayRef, BooleanArray};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use fluss_row_codec::{Cell, RowKind, RowSink};
+
+use crate::arrow_rows::ColumnBuilder;
+use crate::batch::MessageBatch;
+use crate::metadata::MetadataColumn;
+use crate::rows::MessageOutcome;
+use crate::schema::TableSchema;
+
+/// Rows of the sink's table as Arrow record batches (one per chunk of the
+/// batch), in message order, with each row's message.
+#[derive(Debug, Clone, Default)]
+pub struct ColumnRows {
+    /// Each segment's first row and its batch.
+    segments: Vec<(usize, RecordBatch)>,
+    /// The message of each row, within the batch.
+    messages: Vec<u32>,
+}
+
+impl ColumnRows {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// True when there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// The message of each row.
+    pub fn messages(&self) -> &[u32] {
+        &self.messages
+    }
+
+    /// The rows of each segment, as ranges of row numbers.
+    pub fn segments(&self) -> impl Iterator<Item = Range<usize>> + '_ {
+        self.segments
+            .iter()
+            .map(|(start, batch)| *start..start + batch.num_rows())
+    }
+
+    /// Bytes the Arrow arrays of `rows` hold, about.
+    pub fn bytes(&self, rows: Range<usize>) -> usize {
+        let (start, batch) = self.segment_of(rows.start);
+        let per_row = batch.get_array_memory_size() / batch.num_rows().max(1);
+        debug_assert!(rows.end <= start + batch.num_rows());
+        per_row * rows.len()
+    }
+
+    /// The rows `rows` (within one segment) as one record batch, without copying.
+    pub fn record(&self, rows: Range<usize>) -> RecordBatch {
+        let (start, batch) = self.segment_of(rows.start);
+        assert!(
+            rows.end <= start + batch.num_rows(),
+            "rows {rows:?} span two segments"
+        );
+        batch.slice(rows.start - start, rows.len())
+    }
+
+    fn segment_of(&self, row: usize) -> &(usize, RecordBatch) {
+        let i = self.segments.partition_point(|(start, _)| *start <= row);
+        &self.segments[i.max(1) - 1]
+    }
+
+    /// Appends `other`'s rows, shifting their message indexes by `message_offset`.
+    pub fn append(&mut self, other: ColumnRows, message_offset: u32) {
+        let base = self.messages.len();
+        self.segments.extend(
+            other
+                .segments
+                .into_iter()
+                .filter(|(_, b)| b.num_rows() > 0)
+                .map(|(start, batch)| (start + base, batch)),
+        );
+        self.messages
+            .extend(other.messages.into_iter().map(|m| m + message_offset));
+    }
+}
+
+/// What a batch became on the lean path: one outcome per message, and the rows.
+#[derive(Debug, Clone, Default)]
+pub struct ColumnOutput {
+    /// One per input message, in order.
+    pub outcomes: Vec<MessageOutcome>,
+    /// The rows of the messages whose outcome is [`MessageOutcome::Rows`].
+    pub rows: ColumnRows,
+}
+
+impl ColumnOutput {
+    /// Appends the output of the next messages of the same batch.
+    pub fn append(&mut self, other: ColumnOutput) {
+        let offset = self.outcomes.len() as u32;
+        self.outcomes.extend(other.outcomes);
+        self.rows.append(other.rows, offset);
+    }
+}
+
+/// Builds [`ColumnRows`] one row at a time: a [`RowSink`] for the JSON
+/// mapping. A cell its column cannot take (rare: the mapping makes cells
+/// for their columns) spoils the row, which is left out at the end and
+/// reported by [`ColumnsBuilder::take_refusal`].
+pub struct ColumnsBuilder<'b> {
+    batch: &'b MessageBatch,
+    schema: &'b TableSchema,
+    arrow_schema: SchemaRef,
+    builders: Vec<ColumnBuilder>,
+    /// Per column, the metadata it is filled with (empty: none are).
+    metadata: Vec<Option<MetadataColumn>>,
+    /// The message whose row is made next.
+    message: u32,
+    /// The next column of the current row.
+    column: usize,
+    refusal: Option<String>,
+    spoiled: Vec<usize>,
+    messages: Vec<u32>,
+}
+
+impl<'b> ColumnsBuilder<'b> {
+    /// A builder for rows of `schema` (`arrow_schema` its Arrow form) made
+    /// from `batch`'s messages, with room for one row per message; with
+    /// `include_metadata`, metadata columns are filled from the message.
+    pub fn new(
+        batch: &'b MessageBatch,
+        schema: &'b TableSchema,
+        arrow_schema: SchemaRef,
+        include_metadata: bool,
+    ) -> Result<Self, String> {
+        let n = batch.len();
+        let builders = arrow_schema
+            .fields()
+            .iter()
+            .zip(&schema.columns)
+            .map(|(field, column)| ColumnBuilder::new(field.data_type(), &column.data_type, n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let metadata = if include_metadata {
+            schema
+                .columns
+                .iter()
+                .map(|c| MetadataColumn::of(&c.name))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Self {
+            batch,
+            schema,
+            arrow_schema,
+            builders,
+            metadata,
+            message: 0,
+            column: 0,
+            refusal: None,
+            spoiled: Vec::new(),
+            messages: Vec::with_capacity(n),
+        })
+    }
+
+    /// The next row (if any) is message `index`'s.
+    pub fn for_message(&mut self, index: u32) {
+        self.message = index;
+    }
+
+    /// Why the last row was left out, if it was.
+    pub fn take_refusal(&mut self) -> Option<String> {
+        self.refusal.take()
+    }
+
+    /// The rows made, without the spoiled ones.
+    pub fn finish(self) -> Result<ColumnRows, String> {
+        let mut columns = self
+            .builders
+            .into_iter()
+            .map(ColumnBuilder::finish)
+            .collect::<Result<Vec<ArrayRef>, _>>()?;
+        let mut messages = self.messages;
+        if !self.spoiled.is_empty() {
+            let mut keep = vec![true; messages.len()];
+            for &row in &self.spoiled {
+                keep[row] = false;
+            }
+            let mask = BooleanArray::from(keep.clone());
+            columns = columns
+                .iter()
+                .map(|c| arrow::compute::filter(c, &mask).map_err(|e| e.to_string()))
+                .collect::<Result<_, _>>()?;
+            let mut keep = keep.into_iter();
+            messages.retain(|_| keep.next().unwrap_or(false));
+        }
+        let batch = RecordBatch::try_new(self.arrow_schema, columns).map_err(|e| e.to_string())?;
+        Ok(ColumnRows {
+            segments: vec![(0, batch)],
+            messages,
+        })
+    }
+}
+
+impl RowSink for ColumnsBuilder<'_> {
+    fn begin_row(&mut self, _kind: RowKind, _table: u16) {
+        self.column = 0;
+    }
+
+    #[inline]
+    fn cell(&mut self, cell: Cell<'_>) {
+        let i = self.column;
+        self.column += 1;
+        let Some(builder) = self.builders.get_mut(i) else {
+            self.refusal
+                .get_or_insert_with(|| "the row has more cells than the table has columns".into());
+            return;
+        };
+        let pushed = match self.metadata.get(i).copied().flatten() {
+            Some(metadata) => metadata.with_cell(self.batch, self.message as usize, |c| builder.push(c)),
+            None => builder.push(cell),
+        };
+        if let Err(reason) = pushed {
+            // Keep the columns in step: the row is dropped at the end.
+            builder.push(Cell::Null).expect("every column builder takes NULL");
+            self.refusal
+                .get_or_insert_with(|| format!("column `{}`: {reason}", self.schema.columns[i].name));
+        }
+    }
+
+    fn end_row(&mut self) {
+        for builder in self.builders.iter_mut().skip(self.column) {
+            builder.push(Cell::Null).expect("every column builder takes NULL");
+        }
+        if self.column < self.builders.len() {
+            self.refusal.get_or_insert_with(|| {
+                format!(
+                    "the row has {} cells but the table has {} columns",
+                    self.column,
+                    self.builders.len()
+                )
+            });
+        }
+        if self.refusal.is_some() {
+            self.spoiled.push(self.messages.len());
+        }
+        self.messages.push(self.message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fluss_row_codec::RowKind;
+
+    use super::*;
+    use crate::batch::Source;
+    use crate::mapping::{ColumnMapping, JsonMapping};
+    use crate::schema::{Column, DataType, TablePath};
+    use crate::writer::{arrow_schema_of, to_record_batch};
+
+    fn table(columns: &[(&str, &str, bool)]) -> TableSchema {
+        TableSchema {
+            path: TablePath::new("db", "t"),
+            columns: columns
+                .iter()
+                .map(|(n, t, null)| Column::new(*n, t.parse::<DataType>().unwrap(), *null))
+                .collect(),
+            primary_key: vec![],
+            partition_keys: vec![],
+        }
+    }
+
+    fn batch(payloads: &[&str]) -> MessageBatch {
+        let mut batch = MessageBatch::new(Source {
+            stream: "s".into(),
+            topic: "t".into(),
+            partition: 3,
+        });
+        for (i, p) in payloads.iter().enumerate() {
+            batch
+                .push(100 + i as u64, 7 + i as u128, 1_000 + i as u64, p.as_bytes(), [])
+                .unwrap();
+        }
+        batch
+    }
+
+    fn lean(schema: &TableSchema, metadata: bool) -> ColumnMapping {
+        let mapping = JsonMapping::new(schema, RowKind::Append).with_metadata(metadata);
+        ColumnMapping::new(
+            mapping,
+            schema.clone(),
+            arrow_schema_of(schema).unwrap(),
+            metadata,
+        )
+    }
+
+    #[test]
+    fn one_pass_makes_the_batch_the_encoded_rows_make_for_every_type() {
+        let schema = table(&[
+            ("b", "BOOLEAN", true),
+            ("i8", "TINYINT", true),
+            ("i16", "SMALLINT", true),
+            ("i32", "INT", false),
+            ("i64", "BIGINT", true),
+            ("f", "FLOAT", true),
+            ("d", "DOUBLE", true),
+            ("s", "STRING", true),
+            ("c", "CHAR(3)", true),
+            ("by", "BYTES", true),
+            ("bin", "BINARY(2)", true),
+            ("dec", "DECIMAL(10, 2)", true),
+            ("day", "DATE", true),
+            ("tm", "TIME(3)", true),
+            ("ts0", "TIMESTAMP(0)", true),
+            ("ts3", "TIMESTAMP(3)", true),
+            ("ts6", "TIMESTAMP(6)", true),
+            ("ts9", "TIMESTAMP(9)", true),
+            ("ltz", "TIMESTAMP_LTZ(6)", true),
+        ]);
+        let payloads = [
+            r#"{"b":true,"i8":-3,"i16":300,"i32":7,"i64":"9000000000","f":1.5,"d":-2.25,"s":"héllo","c":"abc",
+               "by":"AAEC","bin":"AAE=","dec":"12.345","day":"2026-12-01","tm":"12:30:00.250",
+               "ts0":"2026-12-01T10:00:01","ts3":1700000000123,"ts6":"2026-12-01 10:00:00.123456",
+               "ts9":"2026-12-01T10:00:00.5","ltz":"2026-12-01T10:00:00+02:00"}"#,
+            r#"{"i32":1}"#,
+            r#"{"i32":2,"s":42,"b":"false","dec":7}"#,
+        ];
+        let batch = batch(&payloads);
+        let arrow_schema = arrow_schema_of(&schema).unwrap();
+        let encoded = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
+        assert_eq!(encoded.counts(), (3, 0, 0));
+        let expected = to_record_batch(&encoded, &schema, &arrow_schema).unwrap();
+        let out = lean(&schema, false).map_batch(&batch);
+        assert!(out.outcomes.iter().all(|o| *o == MessageOutcome::Rows(1)));
+        assert_eq!(out.rows.messages(), &[0, 1, 2]);
+        assert_eq!(out.rows.record(0..3), expected);
+    }
+
+    #[test]
+    fn refusals_dead_letter_their_message_and_leave_no_row() {
+        let schema = table(&[("id", "BIGINT", false), ("amount", "DECIMAL(4, 2)", true)]);
+        let batch = batch(&[
+            r#"{"id":1,"amount":"1.5"}"#,
+            r#"{"amount":"1.5"}"#,
+            // Passes the mapping's digit check, rounds past DECIMAL(4, 2).
+            r#"{"id":3,"amount":"99.996"}"#,
+            "not json",
+            r#"{"id":5}"#,
+        ]);
+        let out = lean(&schema, false).map_batch(&batch);
+        let reason = |i: usize| match &out.outcomes[i] {
+            MessageOutcome::DeadLetter(r) => r.clone(),
+            other => panic!("message {i}: {other:?}"),
+        };
+        assert_eq!(out.outcomes[0], MessageOutcome::Rows(1));
+        assert_eq!(
+            reason(1),
+            "column `id` is NOT NULL but the payload has no value for it"
+        );
+        assert_eq!(
+            reason(2),
+            "table db.t: column `amount`: 99.996 does not fit DECIMAL(4, 2)"
+        );
+        assert!(
+            reason(3).starts_with("payload is not valid JSON"),
+            "{}",
+            reason(3)
+        );
+        assert_eq!(out.outcomes[4], MessageOutcome::Rows(1));
+        assert_eq!(out.rows.messages(), &[0, 4]);
+        let ids = out.rows.record(0..2);
+        let ids = ids
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
+        assert_eq!(ids.values(), &[1, 5]);
+    }
+
+    #[test]
+    fn metadata_columns_are_filled_from_the_message() {
+        let schema = table(&[
+            ("v", "INT", true),
+            ("iggy_stream", "STRING", false),
+            ("iggy_partition", "INT", false),
+            ("iggy_offset", "BIGINT", false),
+            ("iggy_timestamp", "TIMESTAMP_LTZ(6)", false),
+            ("iggy_message_id", "STRING", false),
+        ]);
+        let batch = batch(&[r#"{"v":1,"iggy_offset":999}"#, r#"{"v":2}"#]);
+        let out = lean(&schema, true).map_batch(&batch);
+        let mut encoded = JsonMapping::new(&schema, RowKind::Append)
+            .with_metadata(true)
+            .map_batch(&batch);
+        crate::metadata::fill(&mut encoded, &batch, |_| Some(&schema));
+        let arrow_schema = arrow_schema_of(&schema).unwrap();
+        let record = out.rows.record(0..2);
+        assert_eq!(record, to_record_batch(&encoded, &schema, &arrow_schema).unwrap());
+        let offsets = record
+            .column(3)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
+        assert_eq!(
+            offsets.values(),
+            &[100, 101],
+            "the message's offset, not the payload's"
+        );
+    }
+
+    #[test]
+    fn chunks_append_as_segments_that_parts_never_span() {
+        let schema = table(&[("id", "BIGINT", false)]);
+        let mapping = lean(&schema, false);
+        let mut out = mapping.map_batch(&batch(&[r#"{"id":1}"#, r#"{"id":2}"#]));
+        out.append(mapping.map_batch(&batch(&["{}", r#"{"id":3}"#, r#"{"id":4}"#])));
+        assert_eq!(out.outcomes.len(), 5);
+        assert_eq!(out.rows.messages(), &[0, 1, 3, 4]);
+        assert_eq!(out.rows.segments().collect::<Vec<_>>(), vec![0..2, 2..4]);
+        let tail = out.rows.record(2..4);
+        let ids = tail
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
+        assert_eq!(ids.values(), &[3, 4]);
+        let one = out.rows.record(1..2);
+        assert_eq!(one.num_rows(), 1);
+    }
+}

@@ -1,0 +1,408 @@
+//! Appends to log tables whose Arrow batches land whole (one bucket): rows
+//! cut into message-aligned parts, every part sent before any
+//! acknowledgement is awaited, a part refused for good bisected by message.
+//! The rows come as encoded rows (made into Arrow part by part) or as the
+//! Arrow columns of the lean row path ([`ColumnRows`], sliced).
+
+use std::ops::Range;
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+use fluss::client::AppendWriter;
+use fluss_row_codec::RowView;
+
+use super::delivery::{Failure, racing_flush, undelivered};
+use super::tables::{Sink, Table};
+use super::{DeadLetterKind, FlussWriter, MAX_BUFFER_WAIT, PendingRow, WriteError, WriteReport};
+use crate::arrow_rows;
+use crate::batch::MessageBatch;
+use crate::columns::{ColumnOutput, ColumnRows};
+use crate::deadline::Deadline;
+use crate::rows::MessageOutcome;
+use crate::schema::{TablePath, TableSchema};
+
+/// Roughly how many bytes one Arrow append carries when a write is cut
+/// into parts sent back to back.
+const APPEND_BYTES: usize = 1 << 20;
+
+/// Rows to append, in message order, that Arrow batches are made of.
+pub(super) trait AppendRows {
+    /// The message of each row.
+    fn messages(&self) -> &[u32];
+    /// The rows cut into message-aligned parts of about `bytes` bytes each.
+    fn parts(&self, bytes: usize) -> Vec<Range<usize>>;
+    /// The rows `rows` (within one part) as one record batch.
+    fn record(&self, rows: Range<usize>) -> Result<RecordBatch, String>;
+}
+
+/// Encoded rows for one table.
+pub(super) struct EncodedRows<'r, 'a> {
+    rows: &'r [PendingRow<'a>],
+    messages: Vec<u32>,
+    schema: &'r TableSchema,
+    arrow_schema: &'r arrow::datatypes::SchemaRef,
+}
+
+impl<'r, 'a> EncodedRows<'r, 'a> {
+    /// `rows` (checked against `table`) to append to `table`.
+    pub(super) fn new(rows: &'r [PendingRow<'a>], table: &'r Table) -> Self {
+        Self {
+            rows,
+            messages: rows.iter().map(|(m, _, _)| *m).collect(),
+            schema: &table.schema,
+            arrow_schema: &table.arrow_schema,
+        }
+    }
+}
+
+impl AppendRows for EncodedRows<'_, '_> {
+    fn messages(&self) -> &[u32] {
+        &self.messages
+    }
+
+    fn parts(&self, bytes: usize) -> Vec<Range<usize>> {
+        append_parts(
+            &self.messages,
+            0..self.rows.len(),
+            |i| self.rows[i].2.encoded_len(),
+            bytes,
+        )
+    }
+
+    fn record(&self, rows: Range<usize>) -> Result<RecordBatch, String> {
+        let views: Vec<RowView<'_>> = self.rows[rows].iter().map(|(_, _, r)| *r).collect();
+        arrow_rows::record_batch(&views, self.schema, self.arrow_schema)
+    }
+}
+
+impl AppendRows for ColumnRows {
+    fn messages(&self) -> &[u32] {
+        ColumnRows::messages(self)
+    }
+
+    fn parts(&self, bytes: usize) -> Vec<Range<usize>> {
+        self.segments()
+            .flat_map(|segment| {
+                let per_row = self.bytes(segment.clone()) / segment.len().max(1);
+                append_parts(self.messages(), segment, |_| per_row, bytes)
+            })
+            .collect()
+    }
+
+    fn record(&self, rows: Range<usize>) -> Result<RecordBatch, String> {
+        Ok(ColumnRows::record(self, rows))
+    }
+}
+
+/// The rows `range` (messages in order, `messages[i]` row i's) cut into
+/// parts of about `bytes` bytes (`size` gives a row's), never inside a message.
+fn append_parts(
+    messages: &[u32],
+    range: Range<usize>,
+    size: impl Fn(usize) -> usize,
+    bytes: usize,
+) -> Vec<Range<usize>> {
+    let mut parts = Vec::new();
+    let (mut start, mut total) = (range.start, 0);
+    for i in range.clone() {
+        if i > start && messages[i - 1] != messages[i] && total >= bytes {
+            parts.push(start..i);
+            (start, total) = (i, 0);
+        }
+        total += size(i);
+    }
+    if start < range.end {
+        parts.push(start..range.end);
+    }
+    parts
+}
+
+/// Splits `rows` into two parts near the middle without cutting a message's
+/// rows apart; `None` when they are one message's.
+fn split_by_message(messages: &[u32], rows: Range<usize>) -> Option<(Range<usize>, Range<usize>)> {
+    let of = &messages[rows.clone()];
+    let first = *of.first()?;
+    if of.iter().all(|m| *m == first) {
+        return None;
+    }
+    let mut mid = of.len() / 2;
+    // Move the cut to a message boundary: forward, or back when the second
+    // half is one message.
+    while mid < of.len() && of[mid] == of[mid - 1] {
+        mid += 1;
+    }
+    if mid == of.len() {
+        mid = of.len() / 2;
+        while mid > 0 && of[mid] == of[mid - 1] {
+            mid -= 1;
+        }
+    }
+    Some((rows.start..rows.start + mid, rows.start + mid..rows.end))
+}
+
+/// Where and how an append goes.
+#[derive(Clone, Copy)]
+struct Append<'w> {
+    path: &'w TablePath,
+    writer: &'w AppendWriter,
+    what: &'w str,
+    deadline: Deadline,
+}
+
+impl FlussWriter {
+    /// Appends `rows` to a log table whose Arrow batches land whole: cut
+    /// into message-aligned parts of about [`APPEND_BYTES`], every part made
+    /// and sent before any acknowledgement is awaited (the client sends
+    /// part k while part k+1 is made). A part refused for good is bisected
+    /// by message, so that only the refused messages fail (added to
+    /// `failures`) and nothing is sent twice; one that failed transiently is
+    /// sent again with retries.
+    pub(super) async fn append_whole(
+        &self,
+        path: &TablePath,
+        writer: &AppendWriter,
+        rows: &impl AppendRows,
+        what: &str,
+        deadline: Deadline,
+        failures: &mut Vec<(u32, String)>,
+    ) -> Result<(), WriteError> {
+        let record_of = |part: Range<usize>| {
+            rows.record(part).map_err(|reason| WriteError::Table {
+                table: path.to_string(),
+                reason,
+            })
+        };
+        let parts = rows.parts(APPEND_BYTES);
+        let sent_at = Instant::now();
+        let sent = tokio::task::block_in_place(|| {
+            parts
+                .into_iter()
+                .map(|part| {
+                    let record = record_of(part.clone())?;
+                    let ack = (!deadline.expired()).then(|| writer.append_arrow_batch(record.clone()));
+                    Ok((part, record, ack))
+                })
+                .collect::<Result<Vec<_>, WriteError>>()
+        })?;
+        let acks = async {
+            let mut results = Vec::with_capacity(sent.len());
+            for (part, record, ack) in sent {
+                let result = match ack {
+                    None => {
+                        return Err(undelivered(
+                            what,
+                            0,
+                            "the deadline passed before every part was sent",
+                        ));
+                    }
+                    Some(Err(e)) => Err(e),
+                    Some(Ok(future)) => match self.acknowledgement(path, future, deadline, sent_at).await {
+                        Some(result) => result,
+                        None => return Err(undelivered(what, 0, "no acknowledgement before the deadline")),
+                    },
+                };
+                results.push((part, record, result));
+            }
+            Ok(results)
+        };
+        for (part, record, result) in racing_flush(acks, writer.flush()).await? {
+            let Err(error) = result else {
+                continue;
+            };
+            let refused = if self.failure_of(path, &error, deadline).await == Failure::Permanent {
+                Some(format!("Fluss refused the write: {error}"))
+            } else {
+                let again = self.deliver(path, what, true, deadline, || {
+                    writer.append_arrow_batch(record.clone())
+                });
+                racing_flush(again, writer.flush()).await?.err()
+            };
+            if let Some(reason) = refused {
+                let append = Append {
+                    path,
+                    writer,
+                    what,
+                    deadline,
+                };
+                self.bisect_refused(&append, rows, part, reason, &record_of, failures)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds the messages of `part` (refused for good with `reason`) that
+    /// Fluss refuses, by halves that never cut a message apart.
+    async fn bisect_refused(
+        &self,
+        append: &Append<'_>,
+        rows: &impl AppendRows,
+        part: Range<usize>,
+        reason: String,
+        record_of: &impl Fn(Range<usize>) -> Result<RecordBatch, WriteError>,
+        failures: &mut Vec<(u32, String)>,
+    ) -> Result<(), WriteError> {
+        let Append {
+            path,
+            writer,
+            what,
+            deadline,
+        } = *append;
+        let messages = rows.messages();
+        let mut pending: Vec<(Range<usize>, Option<String>)> = vec![(part, Some(reason))];
+        while let Some((range, known)) = pending.pop() {
+            let outcome = match known {
+                Some(reason) => Err(reason),
+                None => {
+                    let record = record_of(range.clone())?;
+                    let ack = self.deliver(path, what, true, deadline, || {
+                        writer.append_arrow_batch(record.clone())
+                    });
+                    racing_flush(ack, writer.flush()).await?
+                }
+            };
+            let Err(reason) = outcome else {
+                continue;
+            };
+            match split_by_message(messages, range.clone()) {
+                Some((left, right)) => {
+                    pending.push((right, None));
+                    pending.push((left, None));
+                }
+                None => failures.extend(messages[range].iter().map(|m| (*m, reason.clone()))),
+            }
+        }
+        Ok(())
+    }
+
+    /// The Arrow schema of `path`'s appends when the lean row path can
+    /// write to it (see [`FlussWriter::write_columns_within`]): an
+    /// unpartitioned log table whose Arrow batches land whole (no bucket
+    /// key, or one bucket). `None` for other tables.
+    pub async fn whole_batch_schema(
+        &self,
+        path: &TablePath,
+        deadline: Deadline,
+    ) -> Result<Option<arrow::datatypes::SchemaRef>, WriteError> {
+        let table = self.table(path, deadline).await?;
+        let lean = matches!(table.sink, Sink::Log(_)) && table.whole_batches && table.partitioning.is_none();
+        Ok(lean.then(|| table.arrow_schema.clone()))
+    }
+
+    /// Writes the lean path's `output` for `batch` to `path` (a table for
+    /// which [`FlussWriter::whole_batch_schema`] is some), waits for every
+    /// acknowledgement and dead-letters what cannot be written (earlier dead
+    /// letters are the mapping's), all before `deadline`. An error means
+    /// some messages may not be in Fluss.
+    pub async fn write_columns_within(
+        &self,
+        batch: &MessageBatch,
+        mut output: ColumnOutput,
+        path: &TablePath,
+        deadline: Deadline,
+    ) -> Result<WriteReport, WriteError> {
+        let written = self
+            .guard_staleness(path, deadline, async {
+                let table = self.table(path, deadline).await?;
+                let (Sink::Log(writer), true, None) = (&table.sink, table.whole_batches, &table.partitioning)
+                else {
+                    return Err(WriteError::Table {
+                        table: path.to_string(),
+                        reason: "Arrow columns go to unpartitioned log tables whose batches land whole"
+                            .into(),
+                    });
+                };
+                let mut failures = Vec::new();
+                if !output.rows.is_empty() {
+                    let what = format!("{} rows for {path}", output.rows.len());
+                    self.append_whole(path, writer, &output.rows, &what, deadline, &mut failures)
+                        .await?;
+                }
+                Ok(failures)
+            })
+            .await?;
+        let mut kinds = vec![DeadLetterKind::Mapping; batch.len()];
+        for (message, reason) in written {
+            output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
+            kinds[message as usize] = DeadLetterKind::Write;
+        }
+        let mut report = WriteReport::default();
+        let mut letters = Vec::new();
+        for (i, outcome) in output.outcomes.iter().enumerate() {
+            match outcome {
+                MessageOutcome::Rows(0) => report.filtered += 1,
+                MessageOutcome::Rows(_) => report.written += 1,
+                MessageOutcome::DeadLetter(reason) => {
+                    report.dead_lettered += 1;
+                    letters.push((i, kinds[i], reason.as_str()));
+                }
+            }
+        }
+        if let Some(metrics) = &self.metrics
+            && report.written > 0
+        {
+            metrics.rows_written(path, report.written as u64);
+        }
+        self.dead_letter(batch, &letters, deadline).await?;
+        Ok(report)
+    }
+
+    /// Runs `write` (to `path`): when the last write was not acknowledged in
+    /// time, first fetches the table's metadata again (see
+    /// `refresh_table_metadata`); when this one is not, marks the next.
+    pub(super) async fn guard_staleness<T>(
+        &self,
+        path: &TablePath,
+        deadline: Deadline,
+        write: impl Future<Output = Result<T, WriteError>>,
+    ) -> Result<T, WriteError> {
+        use std::sync::atomic::Ordering;
+        if self.stale.swap(false, Ordering::Relaxed) {
+            self.refresh_table_metadata(path, deadline.at_most(MAX_BUFFER_WAIT))
+                .await;
+        }
+        let written = write.await;
+        if matches!(
+            written,
+            Err(WriteError::Undelivered { .. } | WriteError::DeadlinePassed { .. })
+        ) {
+            self.stale.store(true, Ordering::Relaxed);
+        }
+        written
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_never_cut_a_message_apart() {
+        let messages = [0, 0, 0, 1, 2, 2];
+        let (left, right) = split_by_message(&messages, 0..6).unwrap();
+        assert_eq!((left.clone(), right.clone()), (0..3, 3..6));
+        let (left, right) = split_by_message(&messages, right).unwrap();
+        assert_eq!((left, right.clone()), (3..4, 4..6));
+        assert!(
+            split_by_message(&messages, right).is_none(),
+            "one message's rows are not split"
+        );
+        let tail = [0, 1, 1, 1];
+        assert_eq!(split_by_message(&tail, 0..4), Some((0..1, 1..4)));
+    }
+
+    #[test]
+    fn append_parts_are_message_aligned_and_cover_every_row() {
+        let messages = [0, 1, 1, 1, 2, 3];
+        let parts = append_parts(&messages, 0..6, |_| 10, 20);
+        assert_eq!(parts, vec![0..4, 4..6]);
+        assert_eq!(append_parts(&messages, 0..6, |_| 10, usize::MAX), vec![0..6]);
+        assert_eq!(
+            append_parts(&messages, 0..6, |_| 10, 1).len(),
+            4,
+            "one part per message at most"
+        );
+        assert!(append_parts(&[], 0..0, |_| 1, 1).is_empty());
+        assert_eq!(append_parts(&messages, 2..5, |_| 10, 1), vec![2..4, 4..5]);
+    }
+}
