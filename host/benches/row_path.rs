@@ -45,7 +45,7 @@ fn row_path(c: &mut Criterion) {
         let columns = one_pass.map_batch(&batch);
         assert_eq!(columns.rows.len(), ROWS, "every message maps");
         assert_eq!(
-            columns.rows.record(0..ROWS),
+            columns.rows.record(0..ROWS).unwrap(),
             to_record_batch(&mapped, &schema, &arrow_schema).unwrap(),
             "both paths make the same batch"
         );

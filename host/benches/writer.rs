@@ -34,6 +34,8 @@ const ROWS: [usize; 3] = [100, 1000, 10_000];
 /// client's buffer is 64 MiB).
 const IN_FLIGHT_BYTES: usize = 16 << 20;
 const MAX_IN_FLIGHT: usize = 8;
+/// Messages a chunk, as a `consume` cuts a batch (`batch_size`'s default).
+const CHUNK: usize = 500;
 
 fn bootstrap() -> String {
     std::env::var("FLUSS_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9123".into())
@@ -79,8 +81,8 @@ async fn through_sink(sink: &FlussWriter, rows: &SinkRows, batch: &MessageBatch,
     let report = match rows {
         SinkRows::Lean(mapping) => {
             let deadline = Deadline::after(sink.settings().delivery_timeout);
-            sink.write_columns_within(batch, mapping.map_batch(batch), path, deadline)
-                .await
+            let chunks = mapping.map_chunks(batch, CHUNK);
+            sink.write_columns_within(batch, chunks, path, deadline).await
         }
         SinkRows::Encoded(mapping) => {
             sink.write(batch, mapping.map_batch(batch), path, DeadLetterKind::Mapping)

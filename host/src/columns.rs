@@ -45,29 +45,42 @@ impl ColumnRows {
         &self.messages
     }
 
-    /// The rows of each segment, as ranges of row numbers.
+    /// The rows of each segment (one chunk's), as ranges of row numbers.
     pub fn segments(&self) -> impl Iterator<Item = Range<usize>> + '_ {
         self.segments
             .iter()
             .map(|(start, batch)| *start..start + batch.num_rows())
     }
 
-    /// Bytes the Arrow arrays of `rows` hold, about.
-    pub fn bytes(&self, rows: Range<usize>) -> usize {
-        let (start, batch) = self.segment_of(rows.start);
-        let per_row = batch.get_array_memory_size() / batch.num_rows().max(1);
-        debug_assert!(rows.end <= start + batch.num_rows());
-        per_row * rows.len()
+    /// Bytes the Arrow arrays of each row of the segment `segment` (from
+    /// [`ColumnRows::segments`]) hold, on average.
+    pub fn row_bytes(&self, segment: &Range<usize>) -> usize {
+        let (_, batch) = self.segment_of(segment.start);
+        batch.get_array_memory_size() / batch.num_rows().max(1)
     }
 
-    /// The rows `rows` (within one segment) as one record batch, without copying.
-    pub fn record(&self, rows: Range<usize>) -> RecordBatch {
-        let (start, batch) = self.segment_of(rows.start);
-        assert!(
-            rows.end <= start + batch.num_rows(),
-            "rows {rows:?} span two segments"
-        );
-        batch.slice(rows.start - start, rows.len())
+    /// The rows `rows` as one record batch: a slice of one segment's batch
+    /// without copying, or the slices of several joined.
+    pub fn record(&self, rows: Range<usize>) -> Result<RecordBatch, String> {
+        let mut slices = Vec::new();
+        let mut at = rows.start;
+        while at < rows.end {
+            let (start, batch) = self.segment_of(at);
+            let end = rows.end.min(start + batch.num_rows());
+            slices.push(batch.slice(at - start, end - at));
+            at = end;
+        }
+        match slices.as_slice() {
+            [one] => Ok(one.clone()),
+            _ => {
+                let schema = self
+                    .segments
+                    .first()
+                    .map(|(_, b)| b.schema())
+                    .ok_or("there are no rows")?;
+                arrow::compute::concat_batches(&schema, &slices).map_err(|e| e.to_string())
+            }
+        }
     }
 
     fn segment_of(&self, row: usize) -> &(usize, RecordBatch) {
@@ -338,7 +351,7 @@ mod tests {
         let out = lean(&schema, false).map_batch(&batch);
         assert!(out.outcomes.iter().all(|o| *o == MessageOutcome::Rows(1)));
         assert_eq!(out.rows.messages(), &[0, 1, 2]);
-        assert_eq!(out.rows.record(0..3), expected);
+        assert_eq!(out.rows.record(0..3).unwrap(), expected);
     }
 
     #[test]
@@ -373,7 +386,7 @@ mod tests {
         );
         assert_eq!(out.outcomes[4], MessageOutcome::Rows(1));
         assert_eq!(out.rows.messages(), &[0, 4]);
-        let ids = out.rows.record(0..2);
+        let ids = out.rows.record(0..2).unwrap();
         let ids = ids
             .column(0)
             .as_any()
@@ -399,7 +412,7 @@ mod tests {
             .map_batch(&batch);
         crate::metadata::fill(&mut encoded, &batch, |_| Some(&schema));
         let arrow_schema = arrow_schema_of(&schema).unwrap();
-        let record = out.rows.record(0..2);
+        let record = out.rows.record(0..2).unwrap();
         assert_eq!(record, to_record_batch(&encoded, &schema, &arrow_schema).unwrap());
         let offsets = record
             .column(3)
@@ -414,7 +427,7 @@ mod tests {
     }
 
     #[test]
-    fn chunks_append_as_segments_that_parts_never_span() {
+    fn chunks_append_as_segments_and_a_record_may_join_them() {
         let schema = table(&[("id", "BIGINT", false)]);
         let mapping = lean(&schema, false);
         let mut out = mapping.map_batch(&batch(&[r#"{"id":1}"#, r#"{"id":2}"#]));
@@ -422,14 +435,19 @@ mod tests {
         assert_eq!(out.outcomes.len(), 5);
         assert_eq!(out.rows.messages(), &[0, 1, 3, 4]);
         assert_eq!(out.rows.segments().collect::<Vec<_>>(), vec![0..2, 2..4]);
-        let tail = out.rows.record(2..4);
+        let tail = out.rows.record(2..4).unwrap();
         let ids = tail
             .column(0)
             .as_any()
             .downcast_ref::<arrow::array::Int64Array>()
             .unwrap();
         assert_eq!(ids.values(), &[3, 4]);
-        let one = out.rows.record(1..2);
-        assert_eq!(one.num_rows(), 1);
+        let joined = out.rows.record(1..3).unwrap();
+        let ids = joined
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap();
+        assert_eq!(ids.values(), &[2, 3], "a slice of each segment, joined");
     }
 }

@@ -198,6 +198,23 @@ impl ColumnMapping {
         &self.mapping
     }
 
+    /// [`ColumnMapping::map_batch`] of `batch`'s messages `size` at a time,
+    /// each chunk mapped when it is asked for.
+    pub fn map_chunks<'a>(
+        &'a self,
+        batch: &'a MessageBatch,
+        size: usize,
+    ) -> impl Iterator<Item = ColumnOutput> + Send + 'a {
+        let (count, size) = (batch.len(), size.max(1));
+        (0..count).step_by(size).map(move |start| {
+            if count <= size {
+                self.map_batch(batch)
+            } else {
+                self.map_batch(&batch.slice(start..(start + size).min(count)))
+            }
+        })
+    }
+
     /// One row per JSON object, as Arrow columns; a payload that does not
     /// map is dead-lettered with the reason.
     pub fn map_batch(&self, batch: &MessageBatch) -> ColumnOutput {

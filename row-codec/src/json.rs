@@ -63,9 +63,9 @@ pub struct JsonMapper {
     partial: bool,
 }
 
-/// One parsed value per column; inline for tables of up to 16 columns, so
-/// that mapping a message allocates nothing.
-type Slots<'de> = smallvec::SmallVec<[Option<Typed<'de>>; 16]>;
+/// Tables of up to this many columns map a message without allocating
+/// (its parsed values sit on the stack).
+const INLINE_COLUMNS: usize = 16;
 
 enum Typed<'de> {
     Null,
@@ -121,16 +121,19 @@ impl JsonMapper {
         table: u16,
         out: &mut S,
     ) -> Result<(), MapError> {
-        let slots = self.parse(payload)?;
+        let mut inline = [const { None }; INLINE_COLUMNS];
+        let mut heap = Vec::new();
+        let slots = self.slots(&mut inline, &mut heap);
+        self.parse(payload, slots)?;
         // Every refusal comes before the row is begun: a sink is never left
         // with half a row.
-        for (column, slot) in self.columns.iter().zip(&slots) {
+        for (column, slot) in self.columns.iter().zip(slots.iter()) {
             if !column.nullable && matches!(slot, None | Some(Typed::Null)) {
                 return Err(MapError::MissingValue(column.name.clone()));
             }
         }
         out.begin_row(kind, table);
-        for slot in &slots {
+        for slot in slots.iter() {
             out.cell(match slot {
                 None if self.partial => Cell::Absent,
                 None | Some(Typed::Null) => Cell::Null,
@@ -154,14 +157,29 @@ impl JsonMapper {
         Ok(())
     }
 
-    fn parse<'de>(&self, payload: &'de [u8]) -> Result<Slots<'de>, MapError> {
-        let mut slots = Slots::new();
-        slots.resize_with(self.columns.len(), || None);
+    /// One empty slot per column: in `inline` for up to [`INLINE_COLUMNS`]
+    /// columns (no allocation), else in `heap`.
+    fn slots<'s, 'de>(
+        &self,
+        inline: &'s mut [Option<Typed<'de>>; INLINE_COLUMNS],
+        heap: &'s mut Vec<Option<Typed<'de>>>,
+    ) -> &'s mut [Option<Typed<'de>>] {
+        let n = self.columns.len();
+        if n <= INLINE_COLUMNS {
+            &mut inline[..n]
+        } else {
+            heap.resize_with(n, || None);
+            heap
+        }
+    }
+
+    /// Parses `payload` into `slots`, one per column.
+    fn parse<'de>(&self, payload: &'de [u8], slots: &mut [Option<Typed<'de>>]) -> Result<(), MapError> {
         let mut de = serde_json::Deserializer::from_slice(payload);
         let mut failure = None;
         let visitor = ObjectVisitor {
             mapper: self,
-            slots: &mut slots,
+            slots,
             failure: &mut failure,
         };
         let parsed = de.deserialize_map(visitor).and_then(|()| de.end());
@@ -169,7 +187,7 @@ impl JsonMapper {
             return Err(err);
         }
         match parsed {
-            Ok(()) => Ok(slots),
+            Ok(()) => Ok(()),
             Err(e) if e.is_data() => Err(MapError::NotAnObject),
             Err(e) => Err(MapError::InvalidJson(e.to_string())),
         }
@@ -188,8 +206,10 @@ impl JsonMapper {
 /// a number or boolean as its JSON text, `None` when missing or null.
 pub fn field_text(payload: &[u8], field: &str) -> Result<Option<String>, MapError> {
     let mapper = JsonMapper::new(vec![Column::new(field, DataType::String, true)]);
-    let mut slots = mapper.parse(payload)?;
-    Ok(match slots.pop().flatten() {
+    let mut slot = [None];
+    mapper.parse(payload, &mut slot)?;
+    let [slot] = slot;
+    Ok(match slot {
         Some(Typed::Text(text)) => Some(text.into_owned()),
         _ => None,
     })
@@ -197,7 +217,7 @@ pub fn field_text(payload: &[u8], field: &str) -> Result<Option<String>, MapErro
 
 struct ObjectVisitor<'a, 'de> {
     mapper: &'a JsonMapper,
-    slots: &'a mut Slots<'de>,
+    slots: &'a mut [Option<Typed<'de>>],
     failure: &'a mut Option<MapError>,
 }
 

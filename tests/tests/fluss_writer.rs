@@ -419,3 +419,58 @@ async fn a_log_table_with_a_bucket_key_takes_rows_one_by_one_into_every_bucket()
         "every row once, from all buckets"
     );
 }
+
+/// The lean row path (JSON straight to Arrow columns): a batch made in many
+/// chunks, each sent while the next is made, lands whole and in order, and
+/// a message that does not map is dead-lettered without holding the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lean_path_sends_chunk_after_chunk_and_keeps_their_order() {
+    use iggy_connector_fluss_sink::deadline::Deadline;
+    use iggy_connector_fluss_sink::mapping::ColumnMapping;
+
+    let path = unique_table("lean");
+    let w = writer(settings()).await;
+    let schema = w
+        .ensure_table(&table(
+            &path.to_string(),
+            &[("id", "BIGINT", false), ("name", "STRING", true)],
+            &[],
+        ))
+        .await
+        .unwrap();
+    let payloads: Vec<String> = (0..250)
+        .map(|i| match i {
+            77 => r#"{"name":"no id"}"#.to_string(),
+            _ => format!(r#"{{"id":{i},"name":"n{i}"}}"#),
+        })
+        .collect();
+    let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
+    let batch = text_batch(&payloads);
+    let deadline = Deadline::after(Duration::from_secs(60));
+    let arrow_schema = w
+        .whole_batch_schema(&path, deadline)
+        .await
+        .unwrap()
+        .expect("an unpartitioned log table of one bucket takes the lean path");
+    let lean = ColumnMapping::new(
+        JsonMapping::new(&schema, RowKind::Append),
+        schema.clone(),
+        arrow_schema,
+        false,
+    );
+    let report = w
+        .write_columns_within(&batch, lean.map_chunks(&batch, 30), &path, deadline)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.written, report.filtered, report.dead_lettered),
+        (249, 0, 1)
+    );
+    let ids: Vec<String> = read_log(&path, 249, Duration::from_secs(20))
+        .await
+        .into_iter()
+        .map(|row| row[0].clone())
+        .collect();
+    let expected: Vec<String> = (0..250).filter(|&i| i != 77).map(|i| i.to_string()).collect();
+    assert_eq!(ids, expected, "every row once, in message order across 9 chunks");
+}

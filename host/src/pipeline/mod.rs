@@ -2,7 +2,9 @@
 //! into `batch_size` chunks; each chunk becomes rows (WebAssembly transform,
 //! JSON mapping, or Arrow IPC passthrough) and is written, and `consume`
 //! returns once Fluss acknowledged, or the dead-letter table took, every
-//! message's rows.
+//! message's rows. Transforms make their chunks side by side on the
+//! blocking pool; the lean JSON path makes them one after another, each
+//! sent while the next is made.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -208,14 +210,15 @@ impl Pipeline {
         }
         let batch = Arc::new(batch);
         if let RowStage::JsonColumns(_) = *self.stage {
-            let output = self
-                .made_in_chunks(&batch, self.stage.clone(), move |stage, chunk| {
-                    Ok(stage.columns(schema, chunk).expect("the lean path makes columns"))
-                })
-                .await?;
+            // The lean path: each chunk's rows are made on this worker and
+            // sent at once, the next made while they are in flight.
+            let chunks = self
+                .stage
+                .column_chunks(schema, &batch, self.batch_size)
+                .expect("the lean path makes columns");
             return Ok(self
                 .writer
-                .write_columns_within(&batch, output, &self.table, deadline)
+                .write_columns_within(&batch, chunks, &self.table, deadline)
                 .await?);
         }
         let output = self.rows(schema, &batch).await?;

@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
-use fluss::client::AppendWriter;
+use fluss::client::{AppendWriter, WriteResultFuture};
 use fluss_row_codec::RowView;
 
 use super::delivery::{Failure, racing_flush, undelivered};
@@ -29,8 +29,8 @@ const APPEND_BYTES: usize = 1 << 20;
 pub(super) trait AppendRows {
     /// The message of each row.
     fn messages(&self) -> &[u32];
-    /// The rows cut into message-aligned parts of about `bytes` bytes each.
-    fn parts(&self, bytes: usize) -> Vec<Range<usize>>;
+    /// The rows `rows` cut into message-aligned parts of about `bytes` bytes each.
+    fn parts(&self, rows: Range<usize>, bytes: usize) -> Vec<Range<usize>>;
     /// The rows `rows` (within one part) as one record batch.
     fn record(&self, rows: Range<usize>) -> Result<RecordBatch, String>;
 }
@@ -60,13 +60,8 @@ impl AppendRows for EncodedRows<'_, '_> {
         &self.messages
     }
 
-    fn parts(&self, bytes: usize) -> Vec<Range<usize>> {
-        append_parts(
-            &self.messages,
-            0..self.rows.len(),
-            |i| self.rows[i].2.encoded_len(),
-            bytes,
-        )
+    fn parts(&self, rows: Range<usize>, bytes: usize) -> Vec<Range<usize>> {
+        append_parts(&self.messages, rows, |i| self.rows[i].2.encoded_len(), bytes)
     }
 
     fn record(&self, rows: Range<usize>) -> Result<RecordBatch, String> {
@@ -80,17 +75,18 @@ impl AppendRows for ColumnRows {
         ColumnRows::messages(self)
     }
 
-    fn parts(&self, bytes: usize) -> Vec<Range<usize>> {
-        self.segments()
-            .flat_map(|segment| {
-                let per_row = self.bytes(segment.clone()) / segment.len().max(1);
-                append_parts(self.messages(), segment, |_| per_row, bytes)
-            })
-            .collect()
+    fn parts(&self, rows: Range<usize>, bytes: usize) -> Vec<Range<usize>> {
+        // Parts may span the chunks' segments.
+        let mut sizes = vec![0; self.len()];
+        for segment in self.segments() {
+            let per_row = self.row_bytes(&segment);
+            sizes[segment].fill(per_row);
+        }
+        append_parts(self.messages(), rows, |i| sizes[i], bytes)
     }
 
     fn record(&self, rows: Range<usize>) -> Result<RecordBatch, String> {
-        Ok(ColumnRows::record(self, rows))
+        ColumnRows::record(self, rows)
     }
 }
 
@@ -140,6 +136,27 @@ fn split_by_message(messages: &[u32], rows: Range<usize>) -> Option<(Range<usize
     Some((rows.start..rows.start + mid, rows.start + mid..rows.end))
 }
 
+/// Parts sent and not yet acknowledged: each part's rows, its batch, and
+/// its acknowledgement (`None`: the deadline passed before it was sent).
+struct Sent {
+    parts: Vec<(
+        Range<usize>,
+        RecordBatch,
+        Option<fluss::error::Result<WriteResultFuture>>,
+    )>,
+    /// When the first part was sent.
+    at: Instant,
+}
+
+impl Default for Sent {
+    fn default() -> Self {
+        Self {
+            parts: Vec::new(),
+            at: Instant::now(),
+        }
+    }
+}
+
 /// Where and how an append goes.
 #[derive(Clone, Copy)]
 struct Append<'w> {
@@ -153,15 +170,55 @@ impl FlussWriter {
     /// Appends `rows` to a log table whose Arrow batches land whole: cut
     /// into message-aligned parts of about [`APPEND_BYTES`], every part made
     /// and sent before any acknowledgement is awaited (the client sends
-    /// part k while part k+1 is made). A part refused for good is bisected
-    /// by message, so that only the refused messages fail (added to
-    /// `failures`) and nothing is sent twice; one that failed transiently is
-    /// sent again with retries.
+    /// part k while part k+1 is made); then [`FlussWriter::settle`]s them.
     pub(super) async fn append_whole(
         &self,
         path: &TablePath,
         writer: &AppendWriter,
         rows: &impl AppendRows,
+        what: &str,
+        deadline: Deadline,
+        failures: &mut Vec<(u32, String)>,
+    ) -> Result<(), WriteError> {
+        let mut sent = Sent::default();
+        let all = 0..rows.messages().len();
+        tokio::task::block_in_place(|| self.send_parts(path, writer, rows, all, deadline, &mut sent))?;
+        self.settle(path, writer, rows, sent, what, deadline, failures)
+            .await
+    }
+
+    /// Sends `range` of `rows` as message-aligned parts, noting each in `sent`.
+    fn send_parts(
+        &self,
+        path: &TablePath,
+        writer: &AppendWriter,
+        rows: &impl AppendRows,
+        range: Range<usize>,
+        deadline: Deadline,
+        sent: &mut Sent,
+    ) -> Result<(), WriteError> {
+        for part in rows.parts(range, APPEND_BYTES) {
+            let record = rows.record(part.clone()).map_err(|reason| WriteError::Table {
+                table: path.to_string(),
+                reason,
+            })?;
+            let ack = (!deadline.expired()).then(|| writer.append_arrow_batch(record.clone()));
+            sent.parts.push((part, record, ack));
+        }
+        Ok(())
+    }
+
+    /// Awaits the acknowledgements of the parts `sent`, all together with a
+    /// flush. A part refused for good is bisected by message, so that only
+    /// the refused messages fail (added to `failures`) and nothing is sent
+    /// twice; one that failed transiently is sent again with retries.
+    #[allow(clippy::too_many_arguments)]
+    async fn settle(
+        &self,
+        path: &TablePath,
+        writer: &AppendWriter,
+        rows: &impl AppendRows,
+        sent: Sent,
         what: &str,
         deadline: Deadline,
         failures: &mut Vec<(u32, String)>,
@@ -172,21 +229,9 @@ impl FlussWriter {
                 reason,
             })
         };
-        let parts = rows.parts(APPEND_BYTES);
-        let sent_at = Instant::now();
-        let sent = tokio::task::block_in_place(|| {
-            parts
-                .into_iter()
-                .map(|part| {
-                    let record = record_of(part.clone())?;
-                    let ack = (!deadline.expired()).then(|| writer.append_arrow_batch(record.clone()));
-                    Ok((part, record, ack))
-                })
-                .collect::<Result<Vec<_>, WriteError>>()
-        })?;
         let acks = async {
-            let mut results = Vec::with_capacity(sent.len());
-            for (part, record, ack) in sent {
+            let mut results = Vec::with_capacity(sent.parts.len());
+            for (part, record, ack) in sent.parts {
                 let result = match ack {
                     None => {
                         return Err(undelivered(
@@ -196,7 +241,7 @@ impl FlussWriter {
                         ));
                     }
                     Some(Err(e)) => Err(e),
-                    Some(Ok(future)) => match self.acknowledgement(path, future, deadline, sent_at).await {
+                    Some(Ok(future)) => match self.acknowledgement(path, future, deadline, sent.at).await {
                         Some(result) => result,
                         None => return Err(undelivered(what, 0, "no acknowledgement before the deadline")),
                     },
@@ -289,18 +334,22 @@ impl FlussWriter {
         Ok(lean.then(|| table.arrow_schema.clone()))
     }
 
-    /// Writes the lean path's `output` for `batch` to `path` (a table for
-    /// which [`FlussWriter::whole_batch_schema`] is some), waits for every
-    /// acknowledgement and dead-letters what cannot be written (earlier dead
-    /// letters are the mapping's), all before `deadline`. An error means
-    /// some messages may not be in Fluss.
+    /// Writes the lean path's rows of `batch` to `path` (a table for which
+    /// [`FlussWriter::whole_batch_schema`] is some): `chunks` makes them,
+    /// chunk after chunk in message order, and each chunk's rows are sent as
+    /// soon as they are made, so that the client sends chunk i while chunk
+    /// i+1 is made; then every acknowledgement is awaited together and what
+    /// cannot be written is dead-lettered (earlier dead letters are the
+    /// mapping's), all before `deadline`. An error means some messages may
+    /// not be in Fluss.
     pub async fn write_columns_within(
         &self,
         batch: &MessageBatch,
-        mut output: ColumnOutput,
+        chunks: impl Iterator<Item = ColumnOutput>,
         path: &TablePath,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
+        let mut output = ColumnOutput::default();
         let written = self
             .guard_staleness(path, deadline, async {
                 let table = self.table(path, deadline).await?;
@@ -312,15 +361,24 @@ impl FlussWriter {
                             .into(),
                     });
                 };
+                let mut sent = Sent::default();
+                tokio::task::block_in_place(|| {
+                    for chunk in chunks {
+                        let first = output.rows.len();
+                        output.append(chunk);
+                        let made = first..output.rows.len();
+                        self.send_parts(path, writer, &output.rows, made, deadline, &mut sent)?;
+                    }
+                    Ok::<_, WriteError>(())
+                })?;
                 let mut failures = Vec::new();
-                if !output.rows.is_empty() {
-                    let what = format!("{} rows for {path}", output.rows.len());
-                    self.append_whole(path, writer, &output.rows, &what, deadline, &mut failures)
-                        .await?;
-                }
+                let what = format!("{} rows for {path}", output.rows.len());
+                self.settle(path, writer, &output.rows, sent, &what, deadline, &mut failures)
+                    .await?;
                 Ok(failures)
             })
             .await?;
+        let mut output = output;
         let mut kinds = vec![DeadLetterKind::Mapping; batch.len()];
         for (message, reason) in written {
             output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
