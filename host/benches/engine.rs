@@ -1,5 +1,6 @@
 //! Messages per second through the transform engine, against the same JSON
-//! mapping done natively in the same run.
+//! mapping done natively in the same run (with serde_json, the parser the
+//! guest runs, and with sonic-rs, the sink's native default).
 //!
 //! Needs the components: `cargo xtask build-transforms` first.
 //! Run: `cargo bench -p iggy_connector_fluss_sink --bench engine`.
@@ -15,6 +16,7 @@ use common::json_batch_sized;
 use components::component;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fluss_row_codec::RowKind;
+use fluss_row_codec::json::JsonParser;
 use iggy_connector_fluss_sink::mapping::JsonMapping;
 use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
 use iggy_connector_fluss_sink::transform::{Transform, TransformSpec};
@@ -34,7 +36,10 @@ fn load(name: &str) -> Transform {
 fn engine(c: &mut Criterion) {
     let noop = load("noop");
     let json_wasm = load("json-to-row");
-    let native = JsonMapping::new(&table(), RowKind::Append);
+    // The same code natively: row-codec's mapping with serde_json, the
+    // parser the guest runs; and the sink's own native default (sonic-rs).
+    let native = JsonMapping::new(&table(), RowKind::Append).with_parser(JsonParser::SerdeJson);
+    let native_sonic = JsonMapping::new(&table(), RowKind::Append);
     for n in BATCH_SIZES {
         let batch = json_batch_sized(n, 200);
         let mean_len = batch.iter().map(|m| m.payload.len()).sum::<usize>() / n;
@@ -59,6 +64,9 @@ fn engine(c: &mut Criterion) {
         });
         group.bench_function(BenchmarkId::new("json_to_row_native", n), |b| {
             b.iter(|| black_box(native.map_batch(black_box(&batch))))
+        });
+        group.bench_function(BenchmarkId::new("json_to_row_native_sonic", n), |b| {
+            b.iter(|| black_box(native_sonic.map_batch(black_box(&batch))))
         });
         group.finish();
     }

@@ -1,7 +1,8 @@
 //! The sink's own CPU per row on the JSON path, without Fluss: JSON payloads
 //! to rows, rows to the Arrow batch the writer appends, and the two
 //! together (what the sink did up to session 5), against JSON straight to
-//! Arrow columns in one pass (the lean path of log tables), at ~110 B, ~400 B and ~2 KB messages, 1,000 a batch.
+//! Arrow columns in one pass (the lean path of log tables; with sonic-rs,
+//! the native default, and with serde_json, the guests' parser), at ~110 B, ~400 B and ~2 KB messages, 1,000 a batch.
 //!
 //! Run: `cargo bench -p iggy_connector_fluss_sink --bench row_path`.
 
@@ -12,6 +13,7 @@ mod common;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fluss_row_codec::RowKind;
+use fluss_row_codec::json::JsonParser;
 use iggy_connector_fluss_sink::mapping::{ColumnMapping, JsonMapping};
 use iggy_connector_fluss_sink::schema::TablePath;
 use iggy_connector_fluss_sink::writer::{arrow_schema_of, to_record_batch};
@@ -24,6 +26,12 @@ fn row_path(c: &mut Criterion) {
     let arrow_schema = arrow_schema_of(&schema).unwrap();
     let mapping = JsonMapping::new(&schema, RowKind::Append);
     let one_pass = ColumnMapping::new(mapping.clone(), schema.clone(), arrow_schema.clone(), false);
+    let one_pass_serde_json = ColumnMapping::new(
+        mapping.clone().with_parser(JsonParser::SerdeJson),
+        schema.clone(),
+        arrow_schema.clone(),
+        false,
+    );
     for (size_name, size) in SIZES {
         let batch = common::json_batch_sized(ROWS, size);
         let mapped = mapping.map_batch(&batch);
@@ -51,6 +59,9 @@ fn row_path(c: &mut Criterion) {
         );
         group.bench_function(BenchmarkId::new("json_to_arrow_one_pass", ROWS), |b| {
             b.iter(|| black_box(one_pass.map_batch(black_box(&batch))))
+        });
+        group.bench_function(BenchmarkId::new("json_to_arrow_one_pass_serde_json", ROWS), |b| {
+            b.iter(|| black_box(one_pass_serde_json.map_batch(black_box(&batch))))
         });
         group.finish();
     }

@@ -52,7 +52,18 @@ impl JsonMapping {
             })
             .collect();
         Self {
-            mapper: JsonMapper::new(columns).partial_update(self.mapper.is_partial_update()),
+            mapper: JsonMapper::new(columns)
+                .partial_update(self.mapper.is_partial_update())
+                .with_parser(self.mapper.parser()),
+            ..self
+        }
+    }
+
+    /// Reads payloads with `parser` (the default natively is sonic-rs; the
+    /// WebAssembly guests use serde_json, see [`json::JsonParser`]).
+    pub fn with_parser(self, parser: json::JsonParser) -> Self {
+        Self {
+            mapper: self.mapper.with_parser(parser),
             ..self
         }
     }

@@ -27,7 +27,7 @@ use std::fmt;
 
 use base64::Engine as _;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use crate::types::{Column, DataType};
 use crate::{Cell, RowKind, RowSink};
@@ -61,6 +61,22 @@ pub enum MapError {
 pub struct JsonMapper {
     columns: Vec<Column>,
     partial: bool,
+    parser: JsonParser,
+}
+
+/// The JSON parser a [`JsonMapper`] reads payloads with. Both give the same
+/// rows and the same refusals (tested on the same payloads); only the text
+/// of an invalid-JSON error differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JsonParser {
+    /// `serde_json`: what WebAssembly guests use.
+    #[cfg_attr(target_arch = "wasm32", default)]
+    SerdeJson,
+    /// `sonic-rs`, which scans with SIMD: the native default (not built for
+    /// WebAssembly).
+    #[cfg(not(target_arch = "wasm32"))]
+    #[default]
+    Sonic,
 }
 
 /// Tables of up to this many columns map a message without allocating
@@ -91,6 +107,7 @@ impl JsonMapper {
         Self {
             columns,
             partial: false,
+            parser: JsonParser::default(),
         }
     }
 
@@ -100,6 +117,17 @@ impl JsonMapper {
     pub fn partial_update(mut self, on: bool) -> Self {
         self.partial = on;
         self
+    }
+
+    /// Reads payloads with `parser` (see [`JsonParser`]).
+    pub fn with_parser(mut self, parser: JsonParser) -> Self {
+        self.parser = parser;
+        self
+    }
+
+    /// The parser payloads are read with.
+    pub fn parser(&self) -> JsonParser {
+        self.parser
     }
 
     /// Whether missing fields are absent cells (see [`Self::partial_update`]).
@@ -175,21 +203,53 @@ impl JsonMapper {
 
     /// Parses `payload` into `slots`, one per column.
     fn parse<'de>(&self, payload: &'de [u8], slots: &mut [Option<Typed<'de>>]) -> Result<(), MapError> {
-        let mut de = serde_json::Deserializer::from_slice(payload);
+        self.parse_with(self.parser, payload, slots)
+    }
+
+    fn parse_with<'de>(
+        &self,
+        parser: JsonParser,
+        payload: &'de [u8],
+        slots: &mut [Option<Typed<'de>>],
+    ) -> Result<(), MapError> {
         let mut failure = None;
+        let zero = std::cell::Cell::new(false);
         let visitor = ObjectVisitor {
             mapper: self,
             slots,
             failure: &mut failure,
+            zero: &zero,
+            skip: Skip::for_parser(parser),
         };
-        let parsed = de.deserialize_map(visitor).and_then(|()| de.end());
-        if let Some(err) = failure {
-            return Err(err);
-        }
-        match parsed {
-            Ok(()) => Ok(()),
-            Err(e) if e.is_data() => Err(MapError::NotAnObject),
-            Err(e) => Err(MapError::InvalidJson(e.to_string())),
+        // A conversion failure stops the parser with a custom error; the
+        // failure itself says what was wrong.
+        let parsed = match parser {
+            JsonParser::SerdeJson => {
+                let mut de = serde_json::Deserializer::from_slice(payload);
+                match de.deserialize_map(visitor).and_then(|()| de.end()) {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.is_data() => Err(MapError::NotAnObject),
+                    Err(e) => Err(MapError::InvalidJson(e.to_string())),
+                }
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            JsonParser::Sonic => {
+                let mut de = sonic_rs::Deserializer::from_slice(payload);
+                let parsed = de.deserialize_map(visitor).and_then(|()| de.end());
+                // A payload sonic-rs refuses is read again by serde_json, so
+                // that refusals (and their text) are the same as everywhere
+                // else, and so is one with a floating-point zero (sonic-rs 0.5
+                // reads `-0.0` as `0.0`): the rare payload pays, not the others.
+                if (parsed.is_err() && failure.is_none()) || zero.get() {
+                    slots.iter_mut().for_each(|slot| *slot = None);
+                    return self.parse_with(JsonParser::SerdeJson, payload, slots);
+                }
+                Ok(())
+            }
+        };
+        match failure {
+            Some(err) => Err(err),
+            None => parsed,
         }
     }
 
@@ -219,6 +279,10 @@ struct ObjectVisitor<'a, 'de> {
     mapper: &'a JsonMapper,
     slots: &'a mut [Option<Typed<'de>>],
     failure: &'a mut Option<MapError>,
+    /// Set when a mapped value was a floating-point zero (see `parse_with`).
+    zero: &'a std::cell::Cell<bool>,
+    /// How fields without a column are skipped.
+    skip: Skip,
 }
 
 impl<'de> Visitor<'de> for ObjectVisitor<'_, 'de> {
@@ -237,7 +301,11 @@ impl<'de> Visitor<'de> for ObjectVisitor<'_, 'de> {
             match found {
                 Some(index) => {
                     let column = &self.mapper.columns[index];
-                    match map.next_value_seed(ValueSeed { column }) {
+                    match map.next_value_seed(ValueSeed {
+                        column,
+                        zero: self.zero,
+                        skip: self.skip,
+                    }) {
                         Ok(Ok(value)) => self.slots[index] = Some(value),
                         Ok(Err(reason)) => {
                             *self.failure = Some(MapError::Convert {
@@ -252,11 +320,91 @@ impl<'de> Visitor<'de> for ObjectVisitor<'_, 'de> {
                     hint = index + 1;
                 }
                 None => {
-                    map.next_value::<IgnoredAny>()?;
+                    map.next_value_seed(self.skip)?;
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// How deep [`Skip`] follows nested arrays and objects under sonic-rs
+/// before it gives up (below serde_json's own limit of 128, so that
+/// serde_json, which reads such a payload again, decides there).
+const MAX_SKIP_DEPTH: usize = 100;
+
+/// Skips one JSON value. Nested values go through `deserialize_any` with a
+/// depth limit, instead of the parser's own skipping: sonic-rs 0.5 skips
+/// nested containers by recursion without a limit, so a deeply nested
+/// field would overflow the stack. (serde_json limits the depth itself.)
+#[derive(Clone, Copy)]
+struct Skip {
+    depth: usize,
+    limit: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for Skip {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Skip {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let inner = self.deeper()?;
+        while seq.next_element_seed(inner)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let inner = self.deeper()?;
+        while map.next_key_seed(inner)?.is_some() {
+            map.next_value_seed(inner)?;
+        }
+        Ok(())
+    }
+}
+
+impl Skip {
+    fn for_parser(parser: JsonParser) -> Self {
+        let limit = match parser {
+            JsonParser::SerdeJson => usize::MAX,
+            #[cfg(not(target_arch = "wasm32"))]
+            JsonParser::Sonic => MAX_SKIP_DEPTH,
+        };
+        Self { depth: 1, limit }
+    }
+
+    fn deeper<E: de::Error>(self) -> Result<Self, E> {
+        if self.depth >= self.limit {
+            return Err(E::custom("nested too deeply"));
+        }
+        Ok(Self {
+            depth: self.depth + 1,
+            ..self
+        })
     }
 }
 
@@ -284,6 +432,8 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
 
 struct ValueSeed<'a> {
     column: &'a Column,
+    zero: &'a std::cell::Cell<bool>,
+    skip: Skip,
 }
 
 type Converted<'de> = Result<Typed<'de>, String>;
@@ -516,6 +666,9 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
     }
 
     fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        if v == 0.0 {
+            self.zero.set(true);
+        }
         let t = self.column.data_type;
         Ok(match t {
             DataType::Float => Ok(Typed::Float(v as f32)),
@@ -542,7 +695,9 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        while map.next_key_seed(self.skip)?.is_some() {
+            map.next_value_seed(self.skip)?;
+        }
         Ok(Err(format!(
             "found an object, expected a {}",
             self.column.data_type
@@ -550,7 +705,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
     }
 
     fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        while seq.next_element_seed(self.skip)?.is_some() {}
         Ok(Err(format!(
             "found an array, expected a {}",
             self.column.data_type
