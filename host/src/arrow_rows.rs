@@ -75,8 +75,9 @@ pub(crate) enum ColumnBuilder {
 }
 
 impl ColumnBuilder {
-    /// A builder for Arrow type `ty` of a `column` column, with room for `n` cells.
-    pub(crate) fn new(ty: &ArrowType, column: &DataType, n: usize) -> Result<Self, String> {
+    /// A builder for Arrow type `ty` of a `column` column, with room for `n`
+    /// cells and, in a string or bytes column, `bytes` bytes of values.
+    pub(crate) fn new(ty: &ArrowType, column: &DataType, n: usize, bytes: usize) -> Result<Self, String> {
         use ColumnBuilder as B;
         Ok(match ty {
             ArrowType::Boolean => B::Boolean(BooleanBuilder::with_capacity(n)),
@@ -86,8 +87,8 @@ impl ColumnBuilder {
             ArrowType::Int64 => B::Int64(Int64Builder::with_capacity(n)),
             ArrowType::Float32 => B::Float32(Float32Builder::with_capacity(n)),
             ArrowType::Float64 => B::Float64(Float64Builder::with_capacity(n)),
-            ArrowType::Utf8 => B::Utf8(StringBuilder::with_capacity(n, n * 16)),
-            ArrowType::Binary => B::Binary(BinaryBuilder::with_capacity(n, n * 16)),
+            ArrowType::Utf8 => B::Utf8(StringBuilder::with_capacity(n, bytes)),
+            ArrowType::Binary => B::Binary(BinaryBuilder::with_capacity(n, bytes)),
             ArrowType::FixedSizeBinary(width) => {
                 B::FixedSizeBinary(FixedSizeBinaryBuilder::with_capacity(n, *width))
             }
@@ -231,11 +232,13 @@ pub fn record_batch(
     schema: &TableSchema,
     arrow_schema: &SchemaRef,
 ) -> Result<RecordBatch, String> {
+    // No string column's values can outgrow the rows' encoded cells.
+    let bytes = rows.iter().map(|r| r.cell_bytes.len()).sum();
     let mut builders = arrow_schema
         .fields()
         .iter()
         .zip(&schema.columns)
-        .map(|(field, column)| ColumnBuilder::new(field.data_type(), &column.data_type, rows.len()))
+        .map(|(field, column)| ColumnBuilder::new(field.data_type(), &column.data_type, rows.len(), bytes))
         .collect::<Result<Vec<_>, _>>()?;
     for row in rows {
         for ((cell, builder), column) in row.cells().zip(&mut builders).zip(&schema.columns) {

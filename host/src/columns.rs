@@ -152,11 +152,15 @@ impl<'b> ColumnsBuilder<'b> {
         include_metadata: bool,
     ) -> Result<Self, String> {
         let n = batch.len();
+        // A string column's values rarely outgrow the payloads they come
+        // from: room for that many bytes saves the builders' regrowing (the
+        // pages are only touched as they are written).
+        let bytes = batch.payload_bytes();
         let builders = arrow_schema
             .fields()
             .iter()
             .zip(&schema.columns)
-            .map(|(field, column)| ColumnBuilder::new(field.data_type(), &column.data_type, n))
+            .map(|(field, column)| ColumnBuilder::new(field.data_type(), &column.data_type, n, bytes))
             .collect::<Result<Vec<_>, _>>()?;
         let metadata = if include_metadata {
             schema

@@ -153,7 +153,13 @@ fn too_many_rows_hit_the_row_cap() {
 #[test]
 fn a_value_of_the_wrong_type_is_dead_lettered() {
     let t = evil("type-mismatch", quick(), &[]).unwrap();
-    let reason = poisoned_reason(&t);
+    let mut out = t
+        .process(&text_batch(&["a", "b", "c", "d", "poison", "e", "f"]))
+        .unwrap();
+    // Checked where rows are used (the writer, the CLI), with the same check.
+    let table = offsets_table();
+    out.check_rows(|_| Some(&table));
+    let reason = check_only_fourth_failed(&out);
     assert_eq!(
         reason,
         "row 1 for table db.evil: column `offset` is BIGINT but the row has a STRING value"

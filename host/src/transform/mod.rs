@@ -146,7 +146,6 @@ pub struct Transform {
     pre: bindings::TransformPre<GuestState>,
     limits: Limits,
     config: Vec<(String, String)>,
-    tables: Vec<TableSchema>,
     wit_tables: Vec<OwnedTable>,
     pool: Mutex<Vec<Instance>>,
     stats: TransformStats,
@@ -235,7 +234,6 @@ impl Transform {
             pre,
             limits,
             config: spec.config.clone(),
-            tables: tables.to_vec(),
             wit_tables,
             pool: Mutex::new(Vec::new()),
             stats: TransformStats::default(),
@@ -274,13 +272,14 @@ impl Transform {
     }
     /// Runs the transform over `batch`: one outcome per message, in order.
     /// Messages that make the transform fail are dead-lettered with the
-    /// reason; rows that do not fit a known table's schema dead-letter their
-    /// message. Errors only when no instance can be started at all.
+    /// reason. The rows are not checked against their tables here (see
+    /// [`TransformOutput::check_rows`]). Errors only when no instance can be
+    /// started at all.
     pub fn process(&self, batch: &MessageBatch) -> Result<TransformOutput, TransformError> {
         if batch.is_empty() {
             return Ok(TransformOutput::default());
         }
-        let mut output = match self.attempt(batch)? {
+        let output = match self.attempt(batch)? {
             Ok(output) => output,
             Err(Fault(first)) => {
                 tracing::warn!(
@@ -297,15 +296,9 @@ impl Transform {
                 }
             }
         };
-        output.check_rows(|name| match name {
-            None => self.tables.first(),
-            // Compared with the names made at load, not formatted per row.
-            Some(name) => self
-                .wit_tables
-                .iter()
-                .position(|t| t.path == name)
-                .map(|i| &self.tables[i]),
-        });
+        // The rows are checked against their tables once, where they are
+        // used: by the writer (against the tables as Fluss has them) or by
+        // `fluss-sink dry-run`, both with `rows::check_row`.
         Ok(output)
     }
 }

@@ -366,8 +366,9 @@ impl FlussWriter {
             crate::metadata::fill(&mut output, batch, |t| table_of(t).map(|t| &t.schema));
         }
 
-        // Check every row against its table (the transform engine checks only
-        // the tables it was given); a row that does not fit dead-letters its message.
+        // Check every row against its table, once, here (the lean path's rows
+        // were checked by the mapping that made them); a row that does not
+        // fit dead-letters its message.
         for (entry, row) in output.rows.iter() {
             let m = entry.message as usize;
             if matches!(output.outcomes[m], MessageOutcome::DeadLetter(_)) {
