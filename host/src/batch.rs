@@ -223,11 +223,6 @@ impl MessageBatch {
     }
 
     /// Every message in order.
-    /// Bytes of all payloads together.
-    pub fn payload_bytes(&self) -> usize {
-        self.payloads.len()
-    }
-
     /// Every message, in order.
     pub fn iter(&self) -> impl Iterator<Item = MessageRef<'_>> {
         (0..self.len()).map(|i| self.get(i))
