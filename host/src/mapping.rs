@@ -1,6 +1,8 @@
 //! Without a transform: JSON object payloads mapped onto the sink's table by
 //! column name, natively (the same code the `json-to-row` transform runs in
-//! WebAssembly; coercion rules in `fluss_row_codec::json`).
+//! WebAssembly, read with sonic-rs instead of serde_json; coercion rules in
+//! `fluss_row_codec::json`): to encoded rows ([`JsonMapping`]) or, on the
+//! lean path, straight to Arrow columns ([`ColumnMapping`]).
 
 use fluss_row_codec::json::{self, JsonMapper};
 use fluss_row_codec::{DEFAULT_TABLE, RowKind, RowsBuilder};

@@ -6,7 +6,10 @@
 //! that buffer ([`encode`] writes it, [`decode`] reads it back), the Fluss
 //! column types it is checked against ([`types`]), and the JSON-object-to-row
 //! mapping ([`json`]) used both natively by the host and inside the
-//! `json-to-row` transform, so the two can be benchmarked on the same code.
+//! `json-to-row` transform, so the two can be benchmarked on the same code
+//! (natively it reads payloads with sonic-rs by default; see
+//! [`json::JsonParser`]). Mapped rows go to a [`RowSink`]: the encoding, or
+//! in the host the Arrow columns of its lean path.
 //!
 //! # Layout
 //!
