@@ -13,7 +13,7 @@ use fluss_row_codec::RowView;
 
 use super::delivery::{Failure, racing_flush, undelivered};
 use super::tables::{Sink, Table};
-use super::{DeadLetterKind, FlussWriter, MAX_BUFFER_WAIT, PendingRow, WriteError, WriteReport};
+use super::{DeadLetterKind, FlussWriter, MAX_BUFFER_WAIT, PendingRow, WriteError, WriteReport, report_of};
 use crate::arrow_rows;
 use crate::batch::MessageBatch;
 use crate::columns::{ColumnOutput, ColumnRows};
@@ -384,18 +384,7 @@ impl FlussWriter {
             output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
             kinds[message as usize] = DeadLetterKind::Write;
         }
-        let mut report = WriteReport::default();
-        let mut letters = Vec::new();
-        for (i, outcome) in output.outcomes.iter().enumerate() {
-            match outcome {
-                MessageOutcome::Rows(0) => report.filtered += 1,
-                MessageOutcome::Rows(_) => report.written += 1,
-                MessageOutcome::DeadLetter(reason) => {
-                    report.dead_lettered += 1;
-                    letters.push((i, kinds[i], reason.as_str()));
-                }
-            }
-        }
+        let (report, letters) = report_of(&output.outcomes, &kinds);
         if let Some(metrics) = &self.metrics
             && report.written > 0
         {

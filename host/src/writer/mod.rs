@@ -122,6 +122,27 @@ impl WriteReport {
     }
 }
 
+/// What became of a batch's messages, and the dead letters to write (each
+/// with its kind from `kinds`), from one outcome per message.
+fn report_of<'o>(
+    outcomes: &'o [MessageOutcome],
+    kinds: &[DeadLetterKind],
+) -> (WriteReport, Vec<dead_letter::Letter<'o>>) {
+    let mut report = WriteReport::default();
+    let mut letters = Vec::new();
+    for (i, outcome) in outcomes.iter().enumerate() {
+        match outcome {
+            MessageOutcome::Rows(0) => report.filtered += 1,
+            MessageOutcome::Rows(_) => report.written += 1,
+            MessageOutcome::DeadLetter(reason) => {
+                report.dead_lettered += 1;
+                letters.push((i, kinds[i], reason.as_str()));
+            }
+        }
+    }
+    (report, letters)
+}
+
 /// The longest one send waits for room in the client's buffer.
 const MAX_BUFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -442,18 +463,7 @@ impl FlussWriter {
             }
         }
 
-        let mut report = WriteReport::default();
-        let mut letters = Vec::new();
-        for (i, outcome) in output.outcomes.iter().enumerate() {
-            match outcome {
-                MessageOutcome::Rows(0) => report.filtered += 1,
-                MessageOutcome::Rows(_) => report.written += 1,
-                MessageOutcome::DeadLetter(reason) => {
-                    report.dead_lettered += 1;
-                    letters.push((i, kinds[i], reason.as_str()));
-                }
-            }
-        }
+        let (report, letters) = report_of(&output.outcomes, &kinds);
         self.dead_letter(batch, &letters, deadline).await?;
         Ok(report)
     }
