@@ -1,0 +1,299 @@
+//! One JSON value converted to its column's type (the coercion rules are
+//! in the docs of [`super`]).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use base64::Engine as _;
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+
+use super::Typed;
+use super::skip::Skip;
+use crate::types::{Column, DataType};
+
+/// Converts the next value for `column`.
+pub(super) struct ValueSeed<'a> {
+    pub(super) column: &'a Column,
+    /// Set when the value was a floating-point zero.
+    pub(super) zero: &'a std::cell::Cell<bool>,
+    /// How nested values are skipped.
+    pub(super) skip: Skip,
+}
+
+type Converted<'de> = Result<Typed<'de>, String>;
+
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
+    type Value = Converted<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+fn int_in_range<T: TryFrom<i128>>(v: i128) -> Result<T, String> {
+    T::try_from(v).map_err(|_| format!("{v} is out of range"))
+}
+
+fn integer<'de>(t: DataType, v: i128) -> Converted<'de> {
+    Ok(match t {
+        DataType::TinyInt => Typed::TinyInt(int_in_range(v)?),
+        DataType::SmallInt => Typed::SmallInt(int_in_range(v)?),
+        DataType::Int => Typed::Int(int_in_range(v)?),
+        DataType::BigInt => Typed::BigInt(int_in_range(v)?),
+        DataType::Float => Typed::Float(v as f32),
+        DataType::Double => Typed::Double(v as f64),
+        DataType::String | DataType::Char(_) => Typed::Text(Cow::Owned(v.to_string())),
+        DataType::Decimal(p, s) => {
+            let text = v.to_string();
+            check_decimal(&text, p, s)?;
+            Typed::Decimal(Cow::Owned(text))
+        }
+        DataType::Date => Typed::Date(int_in_range(v)?),
+        DataType::Time(_) => {
+            let ms: i32 = int_in_range(v)?;
+            if !(0..86_400_000).contains(&ms) {
+                return Err(format!("{v} is not a millisecond of the day"));
+            }
+            Typed::Time(ms)
+        }
+        DataType::Timestamp(_) => Typed::Timestamp(millis_to_micros(v)?),
+        DataType::TimestampLtz(_) => Typed::TimestampLtz(millis_to_micros(v)?),
+        DataType::Boolean | DataType::Bytes | DataType::Binary(_) => {
+            return Err(format!("found the number {v}, expected a {t}"));
+        }
+    })
+}
+
+fn millis_to_micros(v: i128) -> Result<i64, String> {
+    int_in_range::<i64>(v)?
+        .checked_mul(1000)
+        .ok_or_else(|| format!("{v} ms is out of range"))
+}
+
+/// Checks decimal text and returns it trimmed; the host rescales it to the
+/// column's scale when it writes.
+fn check_decimal(text: &str, precision: u8, scale: u8) -> Result<&str, String> {
+    let t = text.trim();
+    let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let valid = !(int.is_empty() && frac.is_empty())
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit());
+    if !valid {
+        return Err(format!("\"{text}\" is not a decimal number"));
+    }
+    let int_digits = int.trim_start_matches('0').len();
+    if int_digits > (precision - scale) as usize {
+        return Err(format!(
+            "{t} has {int_digits} integer digits, more than DECIMAL({precision}, {scale}) holds"
+        ));
+    }
+    Ok(t)
+}
+
+/// Digits `s[at..at + n]` as a number, if they are all ASCII digits.
+fn digits(s: &[u8], at: usize, n: usize) -> Option<u32> {
+    s.get(at..at + n)?.iter().try_fold(0u32, |acc, &b| {
+        b.is_ascii_digit().then(|| acc * 10 + (b - b'0') as u32)
+    })
+}
+
+/// The common exact form `YYYY-MM-DD[T ]HH:MM:SS[.fraction][Z|±HH:MM]`,
+/// read without a format interpreter; anything else goes to chrono's parsers.
+pub(super) fn fast_iso_timestamp(s: &[u8]) -> Option<NaiveDateTime> {
+    if s.len() < 19
+        || s[4] != b'-'
+        || s[7] != b'-'
+        || !matches!(s[10], b'T' | b' ')
+        || s[13] != b':'
+        || s[16] != b':'
+    {
+        return None;
+    }
+    let date = NaiveDate::from_ymd_opt(digits(s, 0, 4)? as i32, digits(s, 5, 2)?, digits(s, 8, 2)?)?;
+    let (h, m, sec) = (digits(s, 11, 2)?, digits(s, 14, 2)?, digits(s, 17, 2)?);
+    let mut at = 19;
+    let mut nanos = 0u32;
+    if s.get(at) == Some(&b'.') {
+        at += 1;
+        let start = at;
+        while at < s.len() && s[at].is_ascii_digit() {
+            if at - start < 9 {
+                nanos = nanos * 10 + (s[at] - b'0') as u32;
+            }
+            at += 1;
+        }
+        let len = at - start;
+        if len == 0 {
+            return None;
+        }
+        nanos *= 10u32.pow(9 - len.min(9) as u32);
+    }
+    let local = date.and_hms_nano_opt(h, m, sec, nanos)?;
+    match &s[at..] {
+        [] | [b'Z'] | [b'z'] => Some(local),
+        [sign @ (b'+' | b'-'), rest @ ..] if rest.len() == 5 && rest[2] == b':' => {
+            let offset = (digits(rest, 0, 2)? * 3600 + digits(rest, 3, 2)? * 60) as i64;
+            let delta = chrono::TimeDelta::seconds(if *sign == b'+' { -offset } else { offset });
+            local.checked_add_signed(delta)
+        }
+        _ => None,
+    }
+}
+
+fn parse_timestamp(s: &str) -> Option<NaiveDateTime> {
+    let s = s.trim();
+    if let Some(fast) = fast_iso_timestamp(s.as_bytes()) {
+        return Some(fast);
+    }
+    if let Ok(dt) = DateTime::parse_from_rfc3339(s) {
+        return Some(dt.naive_utc());
+    }
+    ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
+        .or_else(|| {
+            NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                .ok()?
+                .and_hms_opt(0, 0, 0)
+        })
+}
+
+fn text<'de>(t: DataType, s: Cow<'de, str>) -> Converted<'de> {
+    let what = || format!("\"{s}\" is not a {t}");
+    Ok(match t {
+        DataType::String | DataType::Char(_) => Typed::Text(s),
+        DataType::Boolean => match s.trim() {
+            "true" => Typed::Boolean(true),
+            "false" => Typed::Boolean(false),
+            _ => return Err(what()),
+        },
+        DataType::TinyInt | DataType::SmallInt | DataType::Int | DataType::BigInt => {
+            let v: i128 = s.trim().parse().map_err(|_| what())?;
+            return integer(t, v);
+        }
+        DataType::Float => Typed::Float(s.trim().parse().map_err(|_| what())?),
+        DataType::Double => Typed::Double(s.trim().parse().map_err(|_| what())?),
+        DataType::Decimal(p, sc) => {
+            check_decimal(&s, p, sc)?;
+            Typed::Decimal(match s {
+                Cow::Borrowed(b) => Cow::Borrowed(b.trim()),
+                Cow::Owned(o) => Cow::Owned(o.trim().to_string()),
+            })
+        }
+        DataType::Bytes | DataType::Binary(_) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(s.trim())
+                .map_err(|e| format!("\"{s}\" is not standard base64: {e}"))?;
+            if let DataType::Binary(n) = t
+                && bytes.len() != n as usize
+            {
+                return Err(format!(
+                    "{} bytes given, BINARY({n}) needs exactly {n}",
+                    bytes.len()
+                ));
+            }
+            Typed::Bytes(bytes)
+        }
+        DataType::Date => {
+            let t = s.trim().as_bytes();
+            let fast = (t.len() == 10 && t[4] == b'-' && t[7] == b'-')
+                .then(|| NaiveDate::from_ymd_opt(digits(t, 0, 4)? as i32, digits(t, 5, 2)?, digits(t, 8, 2)?))
+                .flatten();
+            let d = match fast {
+                Some(d) => d,
+                None => NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").map_err(|_| what())?,
+            };
+            Typed::Date((d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("epoch")).num_days() as i32)
+        }
+        DataType::Time(_) => {
+            let tm = NaiveTime::parse_from_str(s.trim(), "%H:%M:%S%.f")
+                .or_else(|_| NaiveTime::parse_from_str(s.trim(), "%H:%M"))
+                .map_err(|_| what())?;
+            Typed::Time((tm.num_seconds_from_midnight() * 1000 + tm.nanosecond() / 1_000_000) as i32)
+        }
+        DataType::Timestamp(_) => {
+            Typed::Timestamp(parse_timestamp(&s).ok_or_else(what)?.and_utc().timestamp_micros())
+        }
+        DataType::TimestampLtz(_) => {
+            Typed::TimestampLtz(parse_timestamp(&s).ok_or_else(what)?.and_utc().timestamp_micros())
+        }
+    })
+}
+
+impl<'de> Visitor<'de> for ValueSeed<'_> {
+    type Value = Converted<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a value for column `{}`", self.column.name)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Ok(Typed::Null))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(match self.column.data_type {
+            DataType::Boolean => Ok(Typed::Boolean(v)),
+            DataType::String | DataType::Char(_) => {
+                Ok(Typed::Text(Cow::Borrowed(if v { "true" } else { "false" })))
+            }
+            t => Err(format!("found the boolean {v}, expected a {t}")),
+        })
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(integer(self.column.data_type, v as i128))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(integer(self.column.data_type, v as i128))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        if v == 0.0 {
+            self.zero.set(true);
+        }
+        let t = self.column.data_type;
+        Ok(match t {
+            DataType::Float => Ok(Typed::Float(v as f32)),
+            DataType::Double => Ok(Typed::Double(v)),
+            DataType::String | DataType::Char(_) => Ok(Typed::Text(Cow::Owned(v.to_string()))),
+            DataType::Decimal(p, s) => {
+                let text = v.to_string();
+                match check_decimal(&text, p, s) {
+                    Ok(_) => Ok(Typed::Decimal(Cow::Owned(text))),
+                    Err(e) => Err(e),
+                }
+            }
+            _ if v.fract() == 0.0 && v.abs() < 9.0e18 => integer(t, v as i128),
+            _ => Err(format!("found the number {v}, expected a {t}")),
+        })
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(text(self.column.data_type, Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(text(self.column.data_type, Cow::Owned(v.to_string())))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_key_seed(self.skip)?.is_some() {
+            map.next_value_seed(self.skip)?;
+        }
+        Ok(Err(format!(
+            "found an object, expected a {}",
+            self.column.data_type
+        )))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element_seed(self.skip)?.is_some() {}
+        Ok(Err(format!(
+            "found an array, expected a {}",
+            self.column.data_type
+        )))
+    }
+}
