@@ -202,6 +202,9 @@ impl FlussWriter {
                 table: path.to_string(),
                 reason,
             })?;
+            if sent.parts.is_empty() {
+                sent.at = Instant::now();
+            }
             let ack = (!deadline.expired()).then(|| writer.append_arrow_batch(record.clone()));
             sent.parts.push((part, record, ack));
         }
@@ -378,7 +381,6 @@ impl FlussWriter {
                 Ok(failures)
             })
             .await?;
-        let mut output = output;
         let mut kinds = vec![DeadLetterKind::Mapping; batch.len()];
         for (message, reason) in written {
             output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
