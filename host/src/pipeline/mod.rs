@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::batch::{MessageBatch, PayloadSchema};
-use crate::columns::ColumnOutput;
 use crate::config::{ConfigError, SinkConfig, TableType};
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
@@ -329,12 +328,6 @@ trait Chunked: Default + Send + 'static {
 }
 
 impl Chunked for TransformOutput {
-    fn append_chunk(&mut self, next: Self) {
-        self.append(next);
-    }
-}
-
-impl Chunked for ColumnOutput {
     fn append_chunk(&mut self, next: Self) {
         self.append(next);
     }

@@ -76,13 +76,16 @@ impl AppendRows for ColumnRows {
     }
 
     fn parts(&self, rows: Range<usize>, bytes: usize) -> Vec<Range<usize>> {
-        // Parts may span the chunks' segments.
-        let mut sizes = vec![0; self.len()];
+        // Parts may span the chunks' segments; only the segments under
+        // `rows` are looked at (a consume calls this once a chunk).
+        let mut sizes = vec![0; rows.len()];
         for segment in self.segments() {
-            let per_row = self.row_bytes(&segment);
-            sizes[segment].fill(per_row);
+            let (start, end) = (segment.start.max(rows.start), segment.end.min(rows.end));
+            if start < end {
+                sizes[start - rows.start..end - rows.start].fill(self.row_bytes(&segment));
+            }
         }
-        append_parts(self.messages(), rows, |i| sizes[i], bytes)
+        append_parts(self.messages(), rows.clone(), |i| sizes[i - rows.start], bytes)
     }
 
     fn record(&self, rows: Range<usize>) -> Result<RecordBatch, String> {
