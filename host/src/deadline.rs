@@ -6,9 +6,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The instant by which a call must be done.
+/// The instant by which a call must be done, or none at all for the
+/// spool's writes ([`Deadline::unbounded`]), which wait for Fluss as long
+/// as it takes and retry transient failures without a cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Deadline(Instant);
+pub struct Deadline {
+    at: Instant,
+    bounded: bool,
+}
+
+/// How far away an unbounded deadline sits (tokio's timers take it).
+const FAR_AWAY: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A step was cut off by its call's deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -18,32 +26,54 @@ pub struct Expired;
 impl Deadline {
     /// The deadline `budget` from now.
     pub fn after(budget: Duration) -> Self {
-        Self(Instant::now() + budget)
+        Self {
+            at: Instant::now() + budget,
+            bounded: true,
+        }
+    }
+
+    /// No deadline: a write that must not give up while Fluss is away (the
+    /// spool's), ended only by its acknowledgement, a permanent refusal, or
+    /// its task being stopped.
+    pub fn unbounded() -> Self {
+        Self {
+            at: Instant::now() + FAR_AWAY,
+            bounded: false,
+        }
+    }
+
+    /// Whether this is a real deadline; retries are capped by `max_retries`
+    /// only under one.
+    pub fn is_bounded(self) -> bool {
+        self.bounded
     }
 
     /// The instant itself.
     pub fn instant(self) -> Instant {
-        self.0
+        self.at
     }
 
     /// Time left (zero once passed).
     pub fn remaining(self) -> Duration {
-        self.0.saturating_duration_since(Instant::now())
+        self.at.saturating_duration_since(Instant::now())
     }
 
     /// Whether it has passed.
     pub fn expired(self) -> bool {
-        Instant::now() >= self.0
+        Instant::now() >= self.at
     }
 
-    /// The earlier of this deadline and `budget` from now.
+    /// The earlier of this deadline and `budget` from now (a real deadline).
     pub fn at_most(self, budget: Duration) -> Self {
-        Self(self.0.min(Instant::now() + budget))
+        Self {
+            at: self.at.min(Instant::now() + budget),
+            bounded: true,
+        }
     }
 
     /// Runs `step`, cut off when the deadline passes.
     pub async fn run<T>(self, step: impl Future<Output = T>) -> Result<T, Expired> {
-        tokio::time::timeout_at(self.0, step).await.map_err(|_| Expired)
+        tokio::time::timeout_at(self.at, step).await.map_err(|_| Expired)
     }
 }
 
@@ -72,5 +102,15 @@ mod tests {
         assert_eq!(deadline.run(async { 7 }).await, Ok(7));
         assert!(!deadline.expired());
         assert!(deadline.at_most(Duration::from_millis(1)) < deadline);
+    }
+
+    #[tokio::test]
+    async fn an_unbounded_deadline_does_not_pass_but_its_steps_can_be_bounded() {
+        let none = Deadline::unbounded();
+        assert!(!none.is_bounded() && !none.expired());
+        assert!(none.remaining() > Duration::from_secs(3600 * 24 * 300));
+        let step = none.at_most(Duration::from_millis(20));
+        assert!(step.is_bounded());
+        assert_eq!(step.run(std::future::pending::<()>()).await, Err(Expired));
     }
 }

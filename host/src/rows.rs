@@ -130,6 +130,15 @@ impl RowBatch {
         })
     }
 
+    /// Every row's message and its encoded bytes, in order (rows dropped by
+    /// [`RowBatch::retain_messages`] left out): what [`RowBatch::from_encoded`]
+    /// reads back.
+    pub(crate) fn encoded_rows(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        self.entries
+            .iter()
+            .map(|e| (e.message, &self.bytes[e.start as usize..e.end as usize]))
+    }
+
     /// Keeps only rows whose message `keep` accepts.
     pub fn retain_messages(&mut self, mut keep: impl FnMut(u32) -> bool) {
         self.entries.retain(|e| keep(e.message));

@@ -252,8 +252,9 @@ pub mod fluss_cluster {
             .expect("the write completes")
     }
 
-    /// Every row of a log table (one bucket), each as its cells' text, once
-    /// `expected` rows have arrived or `timeout` passed.
+    /// Every row of a log table (all its buckets), each as its cells' text,
+    /// once at least `expected` rows have arrived and the table then stayed
+    /// quiet for two polls (a late duplicate is seen), or `timeout` passed.
     pub async fn read_log(path: &TablePath, expected: usize, timeout: Duration) -> Vec<Vec<String>> {
         read_log_at(&bootstrap(), path, expected, timeout).await
     }
@@ -330,9 +331,13 @@ pub mod fluss_cluster {
         expected: usize,
         timeout: Duration,
     ) -> Vec<Vec<String>> {
+        // Past the expected count the table is read until it has been
+        // quiet for two polls, so that a duplicate arriving late is seen.
         let mut rows = Vec::new();
         let started = Instant::now();
-        while rows.len() < expected && started.elapsed() < timeout {
+        let mut quiet_polls = 0;
+        while started.elapsed() < timeout {
+            let before = rows.len();
             for batch in scanner.poll(Duration::from_millis(500)).await.unwrap() {
                 let batch = batch.batch();
                 for r in 0..batch.num_rows() {
@@ -344,6 +349,10 @@ pub mod fluss_cluster {
                             .collect::<Vec<_>>(),
                     );
                 }
+            }
+            quiet_polls = if rows.len() == before { quiet_polls + 1 } else { 0 };
+            if rows.len() >= expected && quiet_polls >= 2 {
+                break;
             }
         }
         rows

@@ -44,7 +44,10 @@ impl Suite {
             "dead_letter_table": dlq.to_string(),
             "delivery_timeout": format!("{}ms", delivery_timeout.as_millis()),
             "open_timeout": "3s",
-            "retry_backoff": "50ms"
+            "retry_backoff": "50ms",
+            // These cases hold the sink to its bounded failure path, the
+            // one `spool.mode = "off"` keeps (tests/tests/spool.rs has the spool's).
+            "spool": {"mode": "off"}
         })
     }
 

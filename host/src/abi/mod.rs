@@ -179,7 +179,7 @@ pub unsafe extern "C" fn iggy_sink_open(
             None,
         );
         let pipeline = match opened.and_then(|r| r.map_err(|e| e.to_string())) {
-            Ok(p) => Arc::new(p),
+            Ok(p) => p,
             Err(e) => {
                 tracing::error!("open failed: {e}");
                 log::unregister(id);

@@ -14,6 +14,7 @@ use fluss_row_codec::RowKind;
 use serde::{Deserialize, Serialize};
 
 use crate::schema::TablePath;
+use crate::spool::SpoolMode;
 use crate::transform::{Limits, TransformSpec};
 use crate::writer::WriterSettings;
 use crate::writer::routing::TablePattern;
@@ -139,6 +140,37 @@ pub struct TransformConfig {
     pub max_faults_per_batch: Option<u32>,
 }
 
+/// The durable local spool (`[plugin_config.spool]`, or top-level
+/// `spool_mode`, `spool_path`, `spool_max_size`, which the runtime's
+/// environment overrides can reach).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpoolConfig {
+    /// `on_failure` (the default), `always` or `off`.
+    #[serde(default)]
+    pub mode: SpoolMode,
+    /// The folder; defaults to one per table under `XDG_STATE_HOME` or `~/.local/state`.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// The most the spool may hold on disk ("1 GiB" or bytes; default 1 GiB).
+    #[serde(default, deserialize_with = "opt_byte_size")]
+    pub max_size: Option<u64>,
+}
+
+impl SpoolConfig {
+    /// The folder of the spool of `table`, if one can be had.
+    pub fn dir(&self, table: &TablePath) -> Option<PathBuf> {
+        self.path
+            .clone()
+            .or_else(|| crate::spool::default_dir(&table.to_string()))
+    }
+
+    /// `max_size`, or its default.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_size.unwrap_or(crate::spool::DEFAULT_MAX_SIZE)
+    }
+}
+
 /// Every option of `[plugin_config]`; see the README's table for each.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -260,6 +292,9 @@ pub struct SinkConfig {
     /// The WebAssembly transform, if any.
     #[serde(default)]
     pub transform: Option<TransformConfig>,
+    /// The durable local spool for batches Fluss does not take in time.
+    #[serde(default)]
+    pub spool: SpoolConfig,
 }
 
 fn yes() -> bool {
@@ -310,6 +345,7 @@ impl SinkConfig {
             return Err(ConfigError::Missing);
         }
         fold_transform_keys(&mut value);
+        fold_prefixed_keys(&mut value, "spool");
         let config: Self = serde_json::from_value(value).map_err(|e| ConfigError::Invalid(e.to_string()))?;
         config.check()?;
         Ok(config)
@@ -511,6 +547,25 @@ impl SinkConfig {
     }
 }
 
+/// Moves top-level `<table>_<option>` keys into the `<table>` table, over
+/// what it holds (see [`fold_transform_keys`] for why).
+fn fold_prefixed_keys(value: &mut serde_json::Value, table: &str) {
+    let Some(top) = value.as_object_mut() else {
+        return;
+    };
+    let prefix = format!("{table}_");
+    let keys: Vec<String> = top.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
+    for key in keys {
+        let moved = top.remove(&key).expect("listed above");
+        let inner = top
+            .entry(table)
+            .or_insert_with(|| serde_json::Value::Object(Default::default()));
+        if let Some(inner) = inner.as_object_mut() {
+            inner.insert(key[prefix.len()..].to_string(), moved);
+        }
+    }
+}
+
 /// Moves top-level `transform_<option>` keys into the `transform` table
 /// (`transform_config_<key>` into `transform.config`), over what it holds:
 /// the runtime's environment overrides
@@ -586,6 +641,27 @@ mod tests {
         assert_eq!(c.op_header, "op");
         assert!(c.transform_spec().is_none());
         assert!(c.declared_schema().unwrap().is_none());
+    }
+
+    #[test]
+    fn the_spool_is_on_failure_by_default_and_takes_top_level_keys() {
+        let c = parse(MINIMAL).unwrap();
+        assert_eq!(c.spool.mode, SpoolMode::OnFailure);
+        assert_eq!(c.spool.max_bytes(), 1 << 30);
+        let c = parse(
+            r#"{"bootstrap_servers":"x:1","database":"d","table":"t",
+                "spool":{"mode":"always","max_size":"64 MiB"},"spool_path":"/var/spool/x"}"#,
+        )
+        .unwrap();
+        assert_eq!(c.spool.mode, SpoolMode::Always);
+        assert_eq!(c.spool.max_bytes(), 64 << 20);
+        assert_eq!(
+            c.spool.dir(&TablePath::new("d", "t")),
+            Some(PathBuf::from("/var/spool/x"))
+        );
+        let e = parse(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","spool_mode":"sometimes"}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("sometimes"), "{e}");
     }
 
     #[test]

@@ -52,6 +52,11 @@ struct Families {
     in_flight: Family<Labels, Gauge>,
     transform_version: Family<Labels, Gauge>,
     reloads: Family<Labels, Counter>,
+    spool_bytes: Family<Labels, Gauge>,
+    spool_batches: Family<Labels, Gauge>,
+    spool_oldest_age: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    spool_replayed: Family<Labels, Counter>,
+    spool_full: Family<Labels, Counter>,
 }
 
 fn families() -> &'static Families {
@@ -73,6 +78,11 @@ fn families() -> &'static Families {
             in_flight: Family::default(),
             transform_version: Family::default(),
             reloads: Family::default(),
+            spool_bytes: Family::default(),
+            spool_batches: Family::default(),
+            spool_oldest_age: Family::default(),
+            spool_replayed: Family::default(),
+            spool_full: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -144,6 +154,31 @@ fn families() -> &'static Families {
             "transform_reloads",
             "Transform reloads, by result",
             f.reloads.clone(),
+        );
+        registry.register(
+            "spool_bytes",
+            "Bytes the spool holds on disk",
+            f.spool_bytes.clone(),
+        );
+        registry.register(
+            "spool_batches",
+            "Batches queued in the spool (running first attempts past their deadline included)",
+            f.spool_batches.clone(),
+        );
+        registry.register(
+            "spool_oldest_age_seconds",
+            "How long the oldest queued batch has been in the spool",
+            f.spool_oldest_age.clone(),
+        );
+        registry.register(
+            "spool_messages_replayed",
+            "Spooled messages Fluss took (or that were dead-lettered) after their first deadline",
+            f.spool_replayed.clone(),
+        );
+        registry.register(
+            "spool_full_refusals",
+            "Batches refused because the spool was full until their deadline (consume returned 1)",
+            f.spool_full.clone(),
         );
         Families { registry, ..f }
     })
@@ -300,6 +335,28 @@ impl InstanceMetrics {
         *current = Some(version.to_string());
     }
 
+    /// The spool holds `bytes` in `batches`, the oldest queued `oldest_secs` ago.
+    pub fn spool_state(&self, bytes: u64, batches: usize, oldest_secs: f64) {
+        let f = families();
+        let only = self.labels(&[]);
+        f.spool_bytes.get_or_create(&only).set(bytes as i64);
+        f.spool_batches.get_or_create(&only).set(batches as i64);
+        f.spool_oldest_age.get_or_create(&only).set(oldest_secs);
+    }
+
+    /// `messages` spooled messages were written (or dead-lettered).
+    pub fn spool_replayed(&self, messages: u64) {
+        families()
+            .spool_replayed
+            .get_or_create(&self.labels(&[]))
+            .inc_by(messages);
+    }
+
+    /// A batch was refused: the spool stayed full until its deadline.
+    pub fn spool_full(&self) {
+        families().spool_full.get_or_create(&self.labels(&[])).inc();
+    }
+
     /// A reload swapped a version in (`ok`) or was refused.
     pub fn reload(&self, ok: bool) {
         if ok {
@@ -328,6 +385,11 @@ impl Drop for InstanceMetrics {
         f.transform_call_seconds.remove(&only);
         f.ack_seconds.remove(&only);
         f.in_flight.remove(&only);
+        f.spool_bytes.remove(&only);
+        f.spool_batches.remove(&only);
+        f.spool_oldest_age.remove(&only);
+        f.spool_replayed.remove(&only);
+        f.spool_full.remove(&only);
         for result in ["ok", "failed"] {
             f.consume_calls.remove(&self.labels(&[("result", result)]));
         }

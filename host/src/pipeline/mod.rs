@@ -16,10 +16,12 @@ use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
 use crate::rows::TransformOutput;
 use crate::schema::{TablePath, TableSchema};
+use crate::spool::SpoolMode;
 use crate::transform::{Reloadable, TransformError};
 use crate::writer::{FlussWriter, WriteError, WriteReport};
 
 mod reload;
+mod spooled;
 mod stage;
 
 pub use stage::RowStage;
@@ -44,6 +46,9 @@ pub enum PipelineError {
         /// What does not match.
         reason: String,
     },
+    /// The spool could not be opened, or a batch could not be made durable.
+    #[error(transparent)]
+    Spool(#[from] crate::spool::SpoolError),
     /// The metrics endpoint could not start.
     #[error(transparent)]
     Metrics(#[from] crate::metrics::server::ServeError),
@@ -76,13 +81,37 @@ pub struct Pipeline {
     writer: FlussWriter,
     batch_size: usize,
     stats: PipelineStats,
+    /// The durable spool, unless `spool.mode = "off"`.
+    spooler: Option<spooled::Spooler>,
+}
+
+/// A batch with what writing it needs: its messages and, when a transform
+/// made its rows, those rows (so that every attempt, a replay included,
+/// writes the same rows whatever version of the transform is in force by
+/// then). The JSON mapping and the Arrow IPC decoding make rows again.
+#[derive(Clone)]
+struct Held {
+    schema: PayloadSchema,
+    batch: Arc<MessageBatch>,
+    rows: Option<(Arc<TransformOutput>, crate::writer::DeadLetterKind)>,
+}
+
+impl Held {
+    fn from_record(record: crate::spool::record::SpooledBatch) -> Self {
+        Self {
+            schema: record.schema,
+            batch: Arc::new(record.batch),
+            rows: record.rows.map(|(output, kind)| (Arc::new(output), kind)),
+        }
+    }
 }
 
 impl Pipeline {
     /// Connects to Fluss, creates or reads the sink table, checks it against
-    /// the config, and loads the transform.
+    /// the config, loads the transform, and opens the spool (whose drainer
+    /// replays what an earlier process left there before new batches).
     /// `instance` labels its metrics (the runtime's connector id).
-    pub async fn open(config: SinkConfig, instance: u32) -> Result<Self, PipelineError> {
+    pub async fn open(config: SinkConfig, instance: u32) -> Result<Arc<Self>, PipelineError> {
         let table = config.table_path()?;
         let deadline = Deadline::after(config.open_timeout);
         let metrics = Arc::new(InstanceMetrics::new(instance));
@@ -122,8 +151,24 @@ impl Pipeline {
             let t = config.transform.as_ref().expect("a transform was loaded");
             reload::Versions::new(r, t.reload, t.reload_check_interval, metrics.clone())
         });
+        let spooler = match config.spool.mode {
+            SpoolMode::Off => None,
+            mode => {
+                let dir = config
+                    .spool
+                    .dir(&table)
+                    .ok_or(crate::spool::SpoolError::NoFolder)?;
+                Some(spooled::Spooler::open(
+                    mode,
+                    &dir,
+                    config.spool.max_bytes(),
+                    table.clone(),
+                    metrics.clone(),
+                )?)
+            }
+        };
         tracing::info!(table = %table, "Fluss sink open");
-        Ok(Self {
+        let pipeline = Arc::new(Self {
             table,
             schema,
             stage: Arc::new(stage),
@@ -132,7 +177,10 @@ impl Pipeline {
             writer,
             batch_size: config.batch_size,
             stats: PipelineStats::default(),
-        })
+            spooler,
+        });
+        pipeline.start_drainer();
+        Ok(pipeline)
     }
 
     /// The sink table's schema as Fluss has it.
@@ -168,7 +216,13 @@ impl Pipeline {
         }
         let (count, source) = (batch.len(), batch.source.clone());
         let (first, last) = (batch.get(0).offset, batch.get(count - 1).offset);
-        let written = self.write_batch(schema, batch, deadline).await;
+        let written = match &self.spooler {
+            None => self.write_batch(schema, batch, deadline).await,
+            Some(spooler) => match self.prepare(schema, Arc::new(batch)).await {
+                Ok(held) => self.consume_spooled(spooler, held, deadline).await,
+                Err(e) => Err(e),
+            },
+        };
         self.metrics
             .consume_ended(count, started.elapsed(), written.is_ok());
         let report = match written {
@@ -201,13 +255,47 @@ impl Pipeline {
         batch: MessageBatch,
         deadline: Deadline,
     ) -> Result<WriteReport, PipelineError> {
+        let held = self.prepare(schema, Arc::new(batch)).await?;
+        self.write_held(held, deadline).await
+    }
+
+    /// `batch` with the rows a transform makes of it (other stages make
+    /// theirs as they write).
+    async fn prepare(
+        self: &Arc<Self>,
+        schema: PayloadSchema,
+        batch: Arc<MessageBatch>,
+    ) -> Result<Held, PipelineError> {
+        let rows = match *self.stage {
+            RowStage::Wasm(_) => {
+                let output = self.rows(schema, &batch).await?;
+                Some((Arc::new(output), self.stage.kind()))
+            }
+            _ => None,
+        };
+        Ok(Held { schema, batch, rows })
+    }
+
+    /// Writes `held` before `deadline`.
+    async fn write_held(
+        self: &Arc<Self>,
+        held: Held,
+        deadline: Deadline,
+    ) -> Result<WriteReport, PipelineError> {
+        let Held { schema, batch, rows } = held;
+        if let Some((output, kind)) = rows {
+            let output = Arc::try_unwrap(output).unwrap_or_else(|shared| (*shared).clone());
+            return Ok(self
+                .writer
+                .write_within(&batch, output, &self.table, kind, deadline)
+                .await?);
+        }
         if let RowStage::ArrowIpc = *self.stage {
             return Ok(self
                 .writer
                 .write_arrow_ipc_within(&batch, &self.table, deadline)
                 .await?);
         }
-        let batch = Arc::new(batch);
         if let RowStage::JsonColumns(_) = *self.stage {
             // The lean path: each chunk's rows are made on this worker and
             // sent at once, the next made while they are in flight.
@@ -307,9 +395,18 @@ impl Pipeline {
             .fetch_add(report.dead_lettered as u64, Ordering::Relaxed);
     }
 
-    /// Closes the Fluss connection, waiting up to `timeout` for unsent rows.
+    /// Closes the instance within about `timeout`: the spool's drainer gets
+    /// until then to empty the queue (what is left stays on disk for the
+    /// next open), the Fluss connection what remains (at least 200 ms) for
+    /// unsent rows.
     pub async fn close(&self, timeout: Duration) {
-        self.writer.close(timeout).await;
+        let deadline = Deadline::after(timeout);
+        if let Some(spooler) = &self.spooler {
+            spooler.close(timeout).await;
+        }
+        self.writer
+            .close(deadline.remaining().max(Duration::from_millis(200)))
+            .await;
         let s = &self.stats;
         tracing::info!(
             received = s.received.load(Ordering::Relaxed),

@@ -11,13 +11,15 @@
 //! no shared fallback: without `XDG_CACHE_HOME` or `HOME` (and no
 //! `transform.cache_dir`), components are compiled at every load.
 
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+
+use crate::private_dir::{Unfit, untrusted};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -74,52 +76,18 @@ pub enum Source {
     Compiled,
 }
 
-/// Why `metadata` (of a folder or an artifact) cannot be trusted, if it cannot.
-fn untrusted(metadata: &std::fs::Metadata) -> Option<String> {
-    let mode = metadata.permissions().mode() & 0o777;
-    if metadata.file_type().is_symlink() {
-        return Some("it is a symbolic link".into());
-    }
-    if metadata.uid() != rustix::process::geteuid().as_raw() {
-        return Some(format!(
-            "it belongs to user id {}, not to this process's user",
-            metadata.uid()
-        ));
-    }
-    if mode & 0o022 != 0 {
-        return Some(format!("it is writable by group or others (mode {mode:04o})"));
-    }
-    None
-}
-
 /// Creates `dir` (mode 0700) when absent and checks that it is private.
 pub fn ensure_private(dir: &Path) -> Result<(), CacheError> {
-    let io = |source| CacheError::Io {
-        dir: dir.to_path_buf(),
-        source,
-    };
-    if let Some(parent) = dir.parent() {
-        std::fs::create_dir_all(parent).map_err(io)?;
-    }
-    match DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io(e)),
-    }
-    let metadata = std::fs::symlink_metadata(dir).map_err(io)?;
-    if let Some(reason) = untrusted(&metadata) {
-        return Err(CacheError::NotPrivate {
+    crate::private_dir::ensure(dir).map_err(|unfit| match unfit {
+        Unfit::Io(source) => CacheError::Io {
+            dir: dir.to_path_buf(),
+            source,
+        },
+        Unfit::NotPrivate(reason) => CacheError::NotPrivate {
             dir: dir.to_path_buf(),
             reason,
-        });
-    }
-    if !metadata.is_dir() {
-        return Err(CacheError::NotPrivate {
-            dir: dir.to_path_buf(),
-            reason: "it is not a folder".into(),
-        });
-    }
-    Ok(())
+        },
+    })
 }
 
 /// Reads the artifact at `path` without following a symlink; `None` when
@@ -199,6 +167,7 @@ fn store(path: &Path, artifact: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_new_folder_is_created_private() {

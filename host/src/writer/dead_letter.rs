@@ -136,6 +136,19 @@ fn now_micros() -> i64 {
 }
 
 impl FlussWriter {
+    /// Dead-letters every message of `batch` with `kind` and `reason`
+    /// (a spooled batch whose table is gone), within `deadline`.
+    pub async fn dead_letter_batch(
+        &self,
+        batch: &MessageBatch,
+        kind: DeadLetterKind,
+        reason: &str,
+        deadline: Deadline,
+    ) -> Result<(), WriteError> {
+        let letters: Vec<Letter<'_>> = (0..batch.len()).map(|i| (i, kind, reason)).collect();
+        self.dead_letter(batch, &letters, deadline).await
+    }
+
     /// Sends dead letters to the dead-letter table (or logs them without
     /// one), within `deadline`.
     pub(super) async fn dead_letter(

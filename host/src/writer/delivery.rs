@@ -28,6 +28,9 @@ const MIN_METADATA_NUDGE: Duration = Duration::from_millis(100);
 /// very request; see [`super::nodelay`]).
 const NODELAY_NUDGE: Duration = Duration::from_millis(10);
 
+/// The longest backoff between two retries.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
 /// What to do about a failed write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Failure {
@@ -265,21 +268,19 @@ impl FlussWriter {
                 break;
             };
             attempt += 1;
-            let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
-            if attempt > self.settings.max_retries || deadline.remaining() <= backoff + jitter {
+            let Some(wait) = self.next_retry(attempt, backoff, deadline) else {
                 return Err(undelivered(what, attempt - 1, &error.to_string()));
-            }
+            };
             if let Some(metrics) = &self.metrics {
                 metrics.retried(transient.len() as u64);
             }
             tracing::warn!(
                 attempt,
                 rows = transient.len(),
-                "transient Fluss error writing {what}, retrying in {:?}: {error}",
-                backoff + jitter
+                "transient Fluss error writing {what}, retrying in {wait:?}: {error}"
             );
-            tokio::time::sleep(backoff + jitter).await;
-            backoff = (backoff * 2).min(Duration::from_secs(5));
+            tokio::time::sleep(wait).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
             round = if keyed {
                 (transient[0]..converted.len()).filter(|&i| !refused[i]).collect()
             } else {
@@ -297,7 +298,11 @@ impl FlussWriter {
         deadline: Deadline,
     ) -> Failure {
         match classify(error) {
-            Failure::TableUnknown => match deadline.run(self.admin.table_exists(&fluss_path(table))).await {
+            Failure::TableUnknown => match deadline
+                .at_most(METADATA_NUDGE)
+                .run(self.admin.table_exists(&fluss_path(table)))
+                .await
+            {
                 Ok(Ok(false)) => Failure::Permanent,
                 _ => {
                     // The client forgot the table (see `refresh_table_metadata`).
@@ -353,11 +358,9 @@ impl FlussWriter {
                 return Ok(Err(format!("Fluss refused the write: {error}")));
             }
             attempt += 1;
-            let jitter = backoff.mul_f64(fastrand::f64() * 0.5);
-            if attempt > self.settings.max_retries || deadline.remaining() <= backoff + jitter {
+            let Some(wait) = self.next_retry(attempt, backoff, deadline) else {
                 return Err(undelivered(what, attempt - 1, &error.to_string()));
-            }
-            let wait = backoff + jitter;
+            };
             if let Some(metrics) = &self.metrics {
                 metrics.retried(1);
             }
@@ -373,8 +376,19 @@ impl FlussWriter {
                 );
             }
             tokio::time::sleep(wait).await;
-            backoff = (backoff * 2).min(Duration::from_secs(5));
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
+    }
+
+    /// The wait before retry `attempt` (counted from 1) when the last
+    /// backoff was `backoff`: the backoff plus up to half of it as jitter.
+    /// `None` when no retry is left: past `max_retries` under a real
+    /// deadline (an unbounded one, the spool's, retries until Fluss answers),
+    /// or when the wait would reach the deadline.
+    fn next_retry(&self, attempt: u32, backoff: Duration, deadline: Deadline) -> Option<Duration> {
+        let wait = backoff + backoff.mul_f64(fastrand::f64() * 0.5);
+        let capped = deadline.is_bounded() && attempt > self.settings.max_retries;
+        (!capped && deadline.remaining() > wait).then_some(wait)
     }
 
     /// Waits for `ack` until `deadline` (`None` when it passes), refreshing
@@ -410,10 +424,29 @@ impl FlussWriter {
                     if deadline.expired() {
                         return None;
                     }
+                    if let Some(gone) = self.gone(table, deadline).await {
+                        return Some(Err(gone));
+                    }
                     self.refresh_table_metadata(table, deadline).await;
                 }
             }
         }
+    }
+
+    /// A "table does not exist" error when the catalog says `table` is gone:
+    /// fluss-rs 1.0 may never acknowledge (nor fail) an append to a table
+    /// dropped under it, so a slow acknowledgement is checked this way.
+    async fn gone(&self, table: &TablePath, deadline: Deadline) -> Option<fluss::error::Error> {
+        let exists = deadline
+            .at_most(METADATA_NUDGE)
+            .run(self.admin.table_exists(&fluss_path(table)))
+            .await;
+        matches!(exists, Ok(Ok(false))).then(|| fluss::error::Error::FlussAPIError {
+            api_error: fluss::rpc::ApiError {
+                code: fluss::rpc::FlussError::TableNotExist as i32,
+                message: format!("table {table} no longer exists (dropped while its rows were in flight)"),
+            },
+        })
     }
 
     /// Fetches `table`'s metadata into the client again. fluss-rs 1.0 rebuilds
@@ -424,6 +457,7 @@ impl FlussWriter {
     pub(super) async fn refresh_table_metadata(&self, table: &TablePath, deadline: Deadline) {
         let metadata = self.connection.get_metadata();
         match deadline
+            .at_most(METADATA_NUDGE)
             .run(metadata.update_table_metadata(&fluss_path(table)))
             .await
         {

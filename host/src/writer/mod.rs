@@ -493,6 +493,15 @@ impl FlussWriter {
         Ok(resolved)
     }
 
+    /// Whether the catalog says `path` does not exist (a dropped table);
+    /// `false` when Fluss does not answer within `delivery_timeout`.
+    pub async fn table_is_gone(&self, path: &TablePath) -> bool {
+        let asked = Deadline::after(self.settings.delivery_timeout)
+            .run(self.admin.table_exists(&tables::fluss_path(path)))
+            .await;
+        matches!(asked, Ok(Ok(false)))
+    }
+
     /// Closes the connection, waiting up to `timeout` for in-flight writes.
     pub async fn close(&self, timeout: std::time::Duration) {
         let closing = tokio::time::timeout(timeout, self.connection.close(timeout));
