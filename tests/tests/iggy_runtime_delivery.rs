@@ -243,9 +243,29 @@ columns = [
         name = table.table,
     );
     let connector = Connector::new(config);
-    let mut first = start_runtime(&server, work.path(), "runtime-a", &connector, &[]);
+    // Two instances never share a spool: each runtime gets its own folder
+    // through the runtime's environment override of a top-level key.
+    let spool_of = |name: &str| {
+        vec![(
+            "IGGY_CONNECTORS_SINK_FLUSS_PLUGIN_CONFIG_SPOOL_PATH".to_string(),
+            work.path().join(name).join("spool").display().to_string(),
+        )]
+    };
+    let mut first = start_runtime(
+        &server,
+        work.path(),
+        "runtime-a",
+        &connector,
+        &spool_of("runtime-a"),
+    );
     wait_for_table(&table);
-    let mut second = start_runtime(&server, work.path(), "runtime-b", &connector, &[]);
+    let mut second = start_runtime(
+        &server,
+        work.path(),
+        "runtime-b",
+        &connector,
+        &spool_of("runtime-b"),
+    );
     std::thread::sleep(Duration::from_secs(2)); // both in the group
     const TOTAL: u64 = 8_000;
     let messages: Vec<Outgoing> = (0..TOTAL)
