@@ -93,6 +93,31 @@ impl Suite {
         ids
     }
 
+    /// Waits until the coordinator answers a catalog request again after a
+    /// thaw (ZooKeeper and the coordinator may take a few seconds to settle
+    /// after SIGCONT), failing the test after 30 s; how long it took.
+    fn wait_until_answering(&self) -> Duration {
+        let started = Instant::now();
+        loop {
+            let answered = block(async {
+                let probe = async {
+                    let conn = connection_to(&self.cluster.bootstrap()).await;
+                    conn.get_admin().unwrap().list_databases().await.is_ok()
+                };
+                tokio::time::timeout(Duration::from_secs(2), probe)
+                    .await
+                    .unwrap_or(false)
+            });
+            if answered {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the cluster did not answer within 30 s of the thaw"
+            );
+        }
+    }
+
     fn drop_table(&self, path: &TablePath) {
         block(async {
             let conn = connection_to(&self.cluster.bootstrap()).await;
@@ -218,6 +243,8 @@ fn hung_during_open(suite: &mut Suite) {
     assert_ne!(code, 0, "open against a hung cluster fails");
     assert_prompt("hung during open", took, Duration::from_secs(3));
     let _ = suite.plugin.close(id);
+    let settled = suite.wait_until_answering();
+    suite.record("the cluster answering again after the thaw", settled);
     let id = suite.open(&config);
     assert_eq!(suite.consume(id, &messages(0, 10)).0, 0);
     assert_eq!(suite.plugin.close(id), 0);

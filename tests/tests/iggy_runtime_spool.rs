@@ -279,3 +279,70 @@ fn a_runtime_killed_while_spooling_replays_its_spool_at_the_next_start() {
         "at most the one poll in the runtime's hands may be lost: {missing:?}"
     );
 }
+
+/// The runtime SIGKILLed five times mid-stream while Fluss is healthy, in
+/// `mode`; (lost, repeated) ids of `total`.
+fn killed_five_times(mode: &str, total: u64) -> (Vec<i64>, Vec<i64>, usize) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let bootstrap = integration_tests::fluss_cluster::bootstrap();
+    let work = tempfile::tempdir().unwrap();
+    let spool = work.path().join("spool");
+    let server = Server::start(work.path(), 1);
+    let table = unique_table("runtime_spool_kills");
+    let config = format!(
+        "{}\nspool_mode = \"{mode}\"",
+        orders_config(&bootstrap, &table, &spool)
+            .replace("delivery_timeout = \"1s\"", "delivery_timeout = \"10s\"")
+    );
+    let mut connector = Connector::new(config);
+    connector.batch_length = 200;
+    let mut runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
+    server.produce_orders(0, 200);
+    wait_for_table_at(&bootstrap, &table);
+    std::thread::scope(|scope| {
+        let producer = scope.spawn(|| {
+            for from in (200..total).step_by(200) {
+                server.produce_orders(from, from + 200);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(1500));
+            runtime.kill();
+            runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
+        }
+        producer.join().unwrap();
+    });
+    let counts = order_counts(&bootstrap, &table, total as usize, Duration::from_secs(120));
+    let (missing, repeated) = missing_and_repeated(total, &counts);
+    (missing, repeated, connector.batch_length)
+}
+
+/// `always` against `on_failure`, the runtime SIGKILLed five times while
+/// Fluss is healthy: each may lose only what the runtime committed and had
+/// not handed over (at most one poll a kill); `always` may repeat a batch
+/// Fluss took whose record was not yet deleted.
+#[test]
+fn always_mode_against_on_failure_under_five_kills() {
+    if !binaries_present("always_mode_against_on_failure_under_five_kills") {
+        return;
+    }
+    for mode in ["on_failure", "always"] {
+        let (missing, repeated, batch_length) = killed_five_times(mode, 12_000);
+        let runs = missing.windows(2).filter(|w| w[1] != w[0] + 1).count() + usize::from(!missing.is_empty());
+        eprintln!(
+            "spool.mode = {mode}, 5 SIGKILLs: {} of 12000 lost in {runs} run(s) ({:?}..={:?}), {} repeated",
+            missing.len(),
+            missing.first(),
+            missing.last(),
+            repeated.len()
+        );
+        assert!(
+            runs <= 5 && missing.len() <= 5 * batch_length,
+            "{mode}: at most one poll a kill may be lost: {missing:?}"
+        );
+        if mode == "on_failure" {
+            assert!(repeated.is_empty(), "on_failure repeats nothing: {repeated:?}");
+        }
+    }
+}

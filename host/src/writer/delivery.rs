@@ -424,7 +424,11 @@ impl FlussWriter {
                     if deadline.expired() {
                         return None;
                     }
-                    if let Some(gone) = self.gone(table, deadline).await {
+                    // Only a write without a deadline (the spool's) asks:
+                    // a bounded one ends at its deadline anyway.
+                    if !deadline.is_bounded()
+                        && let Some(gone) = self.gone(table, deadline).await
+                    {
                         return Some(Err(gone));
                     }
                     self.refresh_table_metadata(table, deadline).await;
