@@ -25,6 +25,8 @@ if ! scripts/fluss-local.sh status >/dev/null 2>&1; then
   trap 'scripts/fluss-local.sh stop' EXIT
 fi
 export FLUSS_BOOTSTRAP=127.0.0.1:9123
+# The spools of the tests' instances (one folder per table) stay in target/.
+export XDG_STATE_HOME="$PWD/target/test-state"
 
 echo "== build the plugin library (the dlopen tests load it as the runtime does)"
 cargo build -p iggy_connector_fluss_sink

@@ -419,6 +419,96 @@ fn a_table_dropped_under_the_spool(suite: &mut Suite) {
     assert_eq!(suite.plugin.close(id), 0);
 }
 
+/// A tmpfs of `size` mounted at `dir` (root only: CI runs as root), and
+/// unmounted when dropped.
+struct Mounted(PathBuf);
+
+impl Mounted {
+    fn tmpfs(dir: &Path, options: &str) -> Self {
+        std::fs::create_dir_all(dir).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("run mount");
+        assert!(
+            status.success(),
+            "mounting a tmpfs ({options}) at {} failed: the disk-error cases need root",
+            dir.display()
+        );
+        Self(dir.to_path_buf())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A spool on a disk that fills up (a 64 KiB tmpfs) while the cluster is
+/// frozen: a batch whose record cannot be written is never taken as
+/// durable; `consume` returns 1 within its deadline and the log says why.
+/// A read-only folder fails `open`, naming it.
+fn disk_errors_are_never_taken_as_durable(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("nospace"), unique_table("nospace_dlq"));
+    let dir = suite.spool_dir("nospace");
+    let _disk = Mounted::tmpfs(&dir, "size=64k,mode=0700");
+    let id = suite.open(&suite.config(&path, &dlq, &dir));
+    suite.consume_ok("warm-up", id, &messages(0, 50));
+    suite.cluster.script(&["pause"]);
+    let mut accepted: Vec<std::ops::Range<i64>> = Vec::new();
+    accepted.push(0..50);
+    let mut failed = None;
+    for n in 1..40u64 {
+        let (code, took) = suite.consume(id, &messages(n * 50, 50));
+        assert_prompt("consume onto a filling disk", took, DEADLINE);
+        if code != 0 {
+            failed = Some(n);
+            break;
+        }
+        accepted.push(n as i64 * 50..n as i64 * 50 + 50);
+    }
+    suite.cluster.script(&["resume"]);
+    let n = failed.expect("a 64 KiB disk fills up within 40 batches");
+    let why = logged("No space left on device");
+    assert!(!why.is_empty(), "the log says the disk is full");
+    assert!(
+        !logged(&format!(
+            "messages at offsets {}..={} of app/spool",
+            n * 50,
+            n * 50 + 49
+        ))
+        .is_empty(),
+        "the error line names the batch that was not durable"
+    );
+    suite.wait_drained("a full disk's spool drained", &path, 0);
+    let total: usize = accepted.iter().map(|r| (r.end - r.start) as usize).sum();
+    assert_exactly_once(
+        "full disk",
+        &suite.ids_in(&path, total),
+        accepted.into_iter().flatten(),
+    );
+    assert_eq!(suite.plugin.close(id), 0);
+
+    let read_only = suite.spool_dir("read_only");
+    let _ro = Mounted::tmpfs(&read_only, "ro,mode=0700");
+    let id = next_id();
+    let config = suite.config(&unique_table("read_only"), &dlq, &read_only);
+    assert_ne!(
+        suite.plugin.open(id, &config.to_string()),
+        0,
+        "a read-only spool folder fails open"
+    );
+    let said = logged(&format!("instance={id}"));
+    assert!(
+        said.iter()
+            .any(|(_, m)| m.contains(&read_only.display().to_string()) && m.contains("Read-only")),
+        "the error names the folder and why: {said:?}"
+    );
+    let _ = suite.plugin.close(id);
+}
+
 #[test]
 fn nothing_is_lost_while_fluss_is_away() {
     let cluster = LocalCluster::start("spool", 9523, 2491, 1);
@@ -434,6 +524,7 @@ fn nothing_is_lost_while_fluss_is_away() {
     primary_key_keeps_the_last_write(&mut suite);
     a_full_spool_refuses_within_the_deadline(&mut suite);
     a_table_dropped_under_the_spool(&mut suite);
+    disk_errors_are_never_taken_as_durable(&mut suite);
     eprintln!("\nspool case | time");
     for (case, took) in &suite.timings {
         eprintln!("{case} | {took:.2?}");
