@@ -279,6 +279,36 @@ pub mod fluss_cluster {
         poll_rows(&scanner, expected, timeout).await
     }
 
+    /// How often each value of the first (BIGINT) column appears in log
+    /// table `path` at `bootstrap_servers`, read as [`read_log_at`] reads.
+    pub fn id_counts(
+        bootstrap_servers: &str,
+        path: &TablePath,
+        expected: usize,
+        timeout: Duration,
+    ) -> std::collections::BTreeMap<i64, usize> {
+        let rows = block(read_log_at(bootstrap_servers, path, expected, timeout));
+        let mut counts = std::collections::BTreeMap::new();
+        for row in rows {
+            *counts.entry(row[0].parse::<i64>().unwrap()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// The ids of `0..total` missing from `counts`, and those written more than once.
+    pub fn missing_and_repeated(
+        total: u64,
+        counts: &std::collections::BTreeMap<i64, usize>,
+    ) -> (Vec<i64>, Vec<i64>) {
+        let missing = (0..total as i64).filter(|id| !counts.contains_key(id)).collect();
+        let repeated = counts
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(id, _)| *id)
+            .collect();
+        (missing, repeated)
+    }
+
     /// The names of a partitioned table's partitions, sorted.
     pub async fn partition_names(path: &TablePath) -> Vec<String> {
         let conn = connection().await;

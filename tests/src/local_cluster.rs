@@ -63,6 +63,32 @@ impl LocalCluster {
         fluss_script(&self.env, args);
     }
 
+    /// Drops table `path` in this cluster, failing the test if it cannot.
+    pub fn drop_table(&self, path: &iggy_connector_fluss_sink::schema::TablePath) {
+        crate::fluss_cluster::block(async {
+            let conn = crate::fluss_cluster::connection_to(&self.bootstrap()).await;
+            conn.get_admin()
+                .unwrap()
+                .drop_table(
+                    &fluss::metadata::TablePath::new(path.database.clone(), path.table.clone()),
+                    false,
+                )
+                .await
+                .expect("drop the table");
+        });
+    }
+
+    /// How often each value of the first (BIGINT) column appears in log
+    /// table `path`, read past `expected` rows until the table is quiet.
+    pub fn id_counts(
+        &self,
+        path: &iggy_connector_fluss_sink::schema::TablePath,
+        expected: usize,
+        timeout: std::time::Duration,
+    ) -> std::collections::BTreeMap<i64, usize> {
+        crate::fluss_cluster::id_counts(&self.bootstrap(), path, expected, timeout)
+    }
+
     /// The script's environment for this cluster (to run it from another thread).
     pub fn env(&self) -> Vec<(&'static str, String)> {
         self.env.clone()

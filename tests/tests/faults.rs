@@ -80,17 +80,7 @@ impl Suite {
 
     /// The `id` column of every row of log table `path`, with how often each appears.
     fn ids_in(&self, path: &TablePath, expected: usize) -> BTreeMap<i64, usize> {
-        let rows = block(read_log_at(
-            &self.cluster.bootstrap(),
-            path,
-            expected,
-            Duration::from_secs(20),
-        ));
-        let mut ids = BTreeMap::new();
-        for row in rows {
-            *ids.entry(row[0].parse::<i64>().unwrap()).or_insert(0) += 1;
-        }
-        ids
+        self.cluster.id_counts(path, expected, Duration::from_secs(20))
     }
 
     /// Waits until the coordinator answers a catalog request again after a
@@ -116,17 +106,6 @@ impl Suite {
                 "the cluster did not answer within 30 s of the thaw"
             );
         }
-    }
-
-    fn drop_table(&self, path: &TablePath) {
-        block(async {
-            let conn = connection_to(&self.cluster.bootstrap()).await;
-            conn.get_admin()
-                .unwrap()
-                .drop_table(&FlussPath::new(path.database.clone(), path.table.clone()), false)
-                .await
-                .expect("drop the table");
-        });
     }
 }
 
@@ -322,7 +301,7 @@ fn permanent_refusal_of_part_of_a_batch(suite: &mut Suite) {
             .collect()
     };
     assert_eq!(suite.consume(id, &routed(0, 20)).0, 0, "both tables take rows");
-    suite.drop_table(&other);
+    suite.cluster.drop_table(&other);
 
     // The tablet server takes the dropped table's replica down a moment after
     // the drop: until then it still acknowledges writes. Go on until the
@@ -399,7 +378,7 @@ fn wrong_schema_dead_letter_table(suite: &mut Suite) {
 fn unwritable_dead_letter_table(suite: &mut Suite) {
     let (path, dlq) = (unique_table("dlq_gone"), unique_table("dlq_gone_t"));
     let id = suite.open(&suite.config(&path, &dlq, Duration::from_secs(5)));
-    suite.drop_table(&dlq);
+    suite.cluster.drop_table(&dlq);
     let mut batch = messages(0, 10);
     batch.push(TestMessage::text(10, "not json"));
     let (code, took) = suite.consume(id, &batch);

@@ -9,7 +9,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use iggy_connector_fluss_sink::schema::TablePath;
-use integration_tests::fluss_cluster::{block, bootstrap, read_log, read_log_at, unique_table};
+use integration_tests::fluss_cluster::{
+    block, bootstrap, id_counts, missing_and_repeated, read_log, unique_table,
+};
 use integration_tests::iggy::{
     Connector, Outgoing, Server, binaries_present, start_runtime, wait_for_table, wait_for_table_at,
 };
@@ -28,25 +30,9 @@ enum Stop {
 }
 
 /// Each order id in `table` (at `bootstrap`) and how many times it was
-/// written, once `expected` rows arrived or 30 s passed.
+/// written, read past `expected` rows until the table is quiet (or 30 s).
 fn order_counts(bootstrap: &str, table: &TablePath, expected: usize) -> BTreeMap<i64, usize> {
-    let rows = block(read_log_at(bootstrap, table, expected, Duration::from_secs(30)));
-    let mut counts = BTreeMap::new();
-    for row in rows {
-        *counts.entry(row[0].parse::<i64>().unwrap()).or_insert(0) += 1;
-    }
-    counts
-}
-
-/// The ids of `0..total` missing from `counts`, and those written more than once.
-fn missing_and_repeated(total: u64, counts: &BTreeMap<i64, usize>) -> (Vec<i64>, Vec<i64>) {
-    let missing = (0..total as i64).filter(|id| !counts.contains_key(id)).collect();
-    let repeated = counts
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(id, _)| *id)
-        .collect();
-    (missing, repeated)
+    id_counts(bootstrap, table, expected, Duration::from_secs(30))
 }
 
 fn orders_config(bootstrap: &str, table: &TablePath) -> String {

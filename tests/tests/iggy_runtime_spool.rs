@@ -5,13 +5,12 @@
 //! Every order id is read back past the expected count: 0 lost, 0 repeated.
 //! Each case prints what it measured (spool peak, drain time).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use iggy_connector_fluss_sink::schema::TablePath;
-use integration_tests::fluss_cluster::{block, read_log_at, unique_table};
+use integration_tests::fluss_cluster::{id_counts, missing_and_repeated, unique_table};
 use integration_tests::iggy::{Connector, Server, binaries_present, start_runtime, wait_for_table_at};
 use integration_tests::local_cluster::LocalCluster;
 
@@ -33,34 +32,7 @@ columns = [ {{ name = "order_id", type = "BIGINT", nullable = false }}, {{ name 
     )
 }
 
-/// Each order id in `table` and how often it was written, read until
-/// `expected` rows arrived and the table stayed quiet, or `timeout`.
-fn order_counts(
-    bootstrap: &str,
-    table: &TablePath,
-    expected: usize,
-    timeout: Duration,
-) -> BTreeMap<i64, usize> {
-    let rows = block(read_log_at(bootstrap, table, expected, timeout));
-    let mut counts = BTreeMap::new();
-    for row in rows {
-        *counts.entry(row[0].parse::<i64>().unwrap()).or_insert(0) += 1;
-    }
-    counts
-}
-
-/// The ids of `0..total` missing from `counts`, and those written more than once.
-fn missing_and_repeated(total: u64, counts: &BTreeMap<i64, usize>) -> (Vec<i64>, Vec<i64>) {
-    let missing = (0..total as i64).filter(|id| !counts.contains_key(id)).collect();
-    let repeated = counts
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(id, _)| *id)
-        .collect();
-    (missing, repeated)
-}
-
-/// Bytes and records in a spool folder now.
+// Bytes and records in a spool folder now.
 fn spool_size(dir: &Path) -> (u64, usize) {
     let mut size = (0, 0);
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -145,7 +117,7 @@ fn outage_through_the_runtime(
         peak
     });
     let back = Instant::now();
-    let counts = order_counts(&bootstrap, &table, total as usize, Duration::from_secs(240));
+    let counts = id_counts(&bootstrap, &table, total as usize, Duration::from_secs(240));
     let (missing, repeated) = missing_and_repeated(total, &counts);
     let log = runtime.log();
     eprintln!(
@@ -237,7 +209,7 @@ fn a_runtime_killed_while_spooling_replays_its_spool_at_the_next_start() {
     server.produce_orders(0, 500);
     wait_for_table_at(&bootstrap, &table);
     assert_eq!(
-        order_counts(&bootstrap, &table, 500, Duration::from_secs(30)).len(),
+        id_counts(&bootstrap, &table, 500, Duration::from_secs(30)).len(),
         500
     );
 
@@ -257,7 +229,7 @@ fn a_runtime_killed_while_spooling_replays_its_spool_at_the_next_start() {
     let _again = start_runtime(&server, work.path(), "runtime", &connector, &[]);
     server.produce_orders(5_000, 6_000);
 
-    let counts = order_counts(&bootstrap, &table, 6_000, Duration::from_secs(120));
+    let counts = id_counts(&bootstrap, &table, 6_000, Duration::from_secs(120));
     let (missing, repeated) = missing_and_repeated(6_000, &counts);
     eprintln!(
         "SIGKILL while spooling: {} offsets were in the spool at the kill; {} of 6000 landed, {} missing ({:?}..={:?}), {} repeated",
@@ -313,7 +285,7 @@ fn killed_five_times(mode: &str, total: u64) -> (Vec<i64>, Vec<i64>, usize) {
         }
         producer.join().unwrap();
     });
-    let counts = order_counts(&bootstrap, &table, total as usize, Duration::from_secs(120));
+    let counts = id_counts(&bootstrap, &table, total as usize, Duration::from_secs(120));
     let (missing, repeated) = missing_and_repeated(total, &counts);
     (missing, repeated, connector.batch_length)
 }

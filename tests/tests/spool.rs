@@ -13,9 +13,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::schema::TablePath;
-use integration_tests::fluss_cluster::{block, connection_to, lookup_string_at, read_log_at, unique_table};
+use integration_tests::fluss_cluster::{block, lookup_string_at, read_log_at, unique_table};
 use integration_tests::local_cluster::LocalCluster;
 use integration_tests::plugin::{Plugin, TestMessage, logged, next_id};
 use serde_json::{Value, json};
@@ -110,28 +109,7 @@ impl Suite {
 
     /// How often each `id` appears in log table `path`, read past `expected`.
     fn ids_in(&self, path: &TablePath, expected: usize) -> BTreeMap<i64, usize> {
-        let rows = block(read_log_at(
-            &self.cluster.bootstrap(),
-            path,
-            expected,
-            Duration::from_secs(60),
-        ));
-        let mut ids = BTreeMap::new();
-        for row in rows {
-            *ids.entry(row[0].parse::<i64>().unwrap()).or_insert(0) += 1;
-        }
-        ids
-    }
-
-    fn drop_table(&self, path: &TablePath) {
-        block(async {
-            let conn = connection_to(&self.cluster.bootstrap()).await;
-            conn.get_admin()
-                .unwrap()
-                .drop_table(&FlussPath::new(path.database.clone(), path.table.clone()), false)
-                .await
-                .expect("drop the table");
-        });
+        self.cluster.id_counts(path, expected, Duration::from_secs(60))
     }
 }
 
@@ -392,7 +370,7 @@ fn a_table_dropped_under_the_spool(suite: &mut Suite) {
     suite.kill_tablet();
     suite.consume_ok("spooled", id, &messages(10, 10));
     suite.consume_ok("queued", id, &messages(20, 10));
-    suite.drop_table(&path);
+    suite.cluster.drop_table(&path);
     suite.start_tablet();
     suite.wait_drained("a dropped table's batches dead-lettered", &path, 0);
     let letters = block(read_log_at(
