@@ -23,7 +23,11 @@
 # FLUSS_LIB_DIR (resolved jars; default ~/.cache/iggy-fluss-sink/fluss-lib-<version>),
 # FLUSS_PORT (coordinator, default 9123; tablet server i takes port + 1 + i),
 # FLUSS_ZK_PORT (default 2181), FLUSS_TABLETS (tablet servers, default 1; the
-# default replication factor is min(FLUSS_TABLETS, 3)). The logs of a failed start are copied to
+# default replication factor is min(FLUSS_TABLETS, 3)), FLUSS_CLIENT_PROXY_PORT
+# (unset by default: when set, tablet server i also listens for clients on
+# port + 11 + i and advertises that listener at FLUSS_CLIENT_PROXY_PORT + i,
+# where a test's fault proxy forwards to it; the servers keep talking to each
+# other directly, and clients bootstrap at the coordinator's port as usual). The logs of a failed start are copied to
 # <repo>/target/fluss-failed-logs/<time>/ and their tails printed.
 set -euo pipefail
 
@@ -38,6 +42,9 @@ tablet_port() { echo $((PORT + 1 + $1)); }
 tablet_ids() { seq 0 $((TABLETS - 1)); }
 ZK_PORT=${FLUSS_ZK_PORT:-2181}
 BOOTSTRAP="127.0.0.1:$PORT"
+PROXY_PORT=${FLUSS_CLIENT_PROXY_PORT:-}
+tablet_client_port() { echo $((PORT + 11 + $1)); }
+coordinator_internal_port() { echo $((PORT + 10)); }
 START_TIMEOUT=${FLUSS_START_TIMEOUT:-120}
 
 JAVA_OPTS=(--add-opens=java.base/java.nio=org.apache.arrow.memory.core,ALL-UNNAMED
@@ -94,12 +101,24 @@ server.io-pool.size: 2
 kv.rocksdb.writebuffer.size: 8mb
 kv.rocksdb.shared-rate-limiter.bytes-per-sec: 512mb
 zookeeper.client.session-timeout: 6s"
-  printf '%s\nbind.listeners: FLUSS://127.0.0.1:%s\n' "$common" "$PORT" > "$FLUSS_DIR/coordinator/server.yaml"
+  if [ -n "$PROXY_PORT" ]; then
+    # Two listeners: FLUSS between the servers, CLIENT for clients. A client
+    # that bootstraps on CLIENT is told the tablet servers' CLIENT addresses.
+    printf '%s\nbind.listeners: FLUSS://127.0.0.1:%s, CLIENT://127.0.0.1:%s\ninternal.listener.name: FLUSS\n' \
+      "$common" "$(coordinator_internal_port)" "$PORT" > "$FLUSS_DIR/coordinator/server.yaml"
+  else
+    printf '%s\nbind.listeners: FLUSS://127.0.0.1:%s\n' "$common" "$PORT" > "$FLUSS_DIR/coordinator/server.yaml"
+  fi
   local roles=(zk coordinator) id
   for id in $(tablet_ids); do
     mkdir -p "$FLUSS_DIR/tablet$id" "$FLUSS_DIR/data$id"
     printf '%s\nbind.listeners: FLUSS://127.0.0.1:%s\ntablet-server.id: %s\ndata.dir: %s\n' \
       "$common" "$(tablet_port "$id")" "$id" "$FLUSS_DIR/data$id" > "$FLUSS_DIR/tablet$id/server.yaml"
+    if [ -n "$PROXY_PORT" ]; then
+      sed -i "s|^bind.listeners: .*|&, CLIENT://127.0.0.1:$(tablet_client_port "$id")|" "$FLUSS_DIR/tablet$id/server.yaml"
+      printf 'advertised.listeners: CLIENT://127.0.0.1:%s\ninternal.listener.name: FLUSS\n' \
+        "$((PROXY_PORT + id))" >> "$FLUSS_DIR/tablet$id/server.yaml"
+    fi
     roles+=("tablet$id")
   done
   for role in "${roles[@]}"; do

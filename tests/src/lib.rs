@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+pub mod fault_proxy;
 pub mod iggy;
 pub mod local_cluster;
 pub mod plugin;
@@ -307,6 +308,41 @@ pub mod fluss_cluster {
             .map(|(id, _)| *id)
             .collect();
         (missing, repeated)
+    }
+
+    /// How often the ids of a range may appear in a read-back.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Times {
+        /// Acknowledged: exactly once.
+        Once,
+        /// Reported as failed: at most once.
+        AtMostOnce,
+    }
+
+    /// Fails the test unless each range's ids appear as often as its
+    /// [`Times`] says, and no id outside them appears at all.
+    pub fn assert_accounting(
+        case: &str,
+        counts: &std::collections::BTreeMap<i64, usize>,
+        expected: &[(std::ops::Range<i64>, Times)],
+    ) {
+        for (range, times) in expected {
+            for id in range.clone() {
+                let n = counts.get(&id).copied().unwrap_or(0);
+                match times {
+                    Times::Once => assert_eq!(n, 1, "{case}: id {id} of an acknowledged batch, exactly once"),
+                    Times::AtMostOnce => {
+                        assert!(n <= 1, "{case}: id {id} of a failed batch appears {n} times")
+                    }
+                }
+            }
+        }
+        for id in counts.keys() {
+            assert!(
+                expected.iter().any(|(range, _)| range.contains(id)),
+                "{case}: id {id} was never sent; expected only {expected:?}"
+            );
+        }
     }
 
     /// The names of a partitioned table's partitions, sorted.

@@ -4,8 +4,10 @@
 //! dropped; its logs are kept under `target/fluss-failed-logs/<name>` when
 //! the test failed.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::fault_proxy::FaultProxy;
 use crate::repo_root;
 
 /// Runs `scripts/fluss-local.sh` with `env`; whether it succeeded.
@@ -38,16 +40,40 @@ impl LocalCluster {
     /// servers, its coordinator on `port`, its ZooKeeper on `zk_port`, its
     /// files in `target/fluss-<name>`.
     pub fn start(name: &str, port: u16, zk_port: u16, tablets: u32) -> Self {
+        Self::start_with(name, port, zk_port, tablets, vec![])
+    }
+
+    /// Starts cluster `name` (one tablet server) with a [`FaultProxy`] on
+    /// `proxy_port` between clients and the tablet server: the tablet server
+    /// advertises the proxy to clients, while the coordinator answers them
+    /// directly and the servers talk to each other directly.
+    pub fn start_behind_proxy(name: &str, port: u16, zk_port: u16, proxy_port: u16) -> (Self, FaultProxy) {
+        // The script gives tablet server 0's client listener port + 11.
+        let upstream = SocketAddr::from(([127, 0, 0, 1], port + 11));
+        let proxy = FaultProxy::start(proxy_port, upstream);
+        let env = vec![("FLUSS_CLIENT_PROXY_PORT", proxy_port.to_string())];
+        (Self::start_with(name, port, zk_port, 1, env), proxy)
+    }
+
+    fn start_with(
+        name: &str,
+        port: u16,
+        zk_port: u16,
+        tablets: u32,
+        extra: Vec<(&'static str, String)>,
+    ) -> Self {
         let dir: PathBuf = repo_root().join(format!("target/fluss-{name}"));
+        let mut env = vec![
+            ("FLUSS_DIR", dir.display().to_string()),
+            ("FLUSS_PORT", port.to_string()),
+            ("FLUSS_ZK_PORT", zk_port.to_string()),
+            ("FLUSS_TABLETS", tablets.to_string()),
+        ];
+        env.extend(extra);
         let cluster = Self {
             name: name.to_string(),
             port,
-            env: vec![
-                ("FLUSS_DIR", dir.display().to_string()),
-                ("FLUSS_PORT", port.to_string()),
-                ("FLUSS_ZK_PORT", zk_port.to_string()),
-                ("FLUSS_TABLETS", tablets.to_string()),
-            ],
+            env,
         };
         cluster.script(&["start"]);
         cluster

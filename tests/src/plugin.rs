@@ -137,6 +137,13 @@ impl Plugin {
         unsafe { (self.open)(id, config.as_ptr(), config.len(), log_callback) }
     }
 
+    /// Opens instance `id` with `config`, failing the test with the plugin's
+    /// own log lines when it refuses.
+    pub fn open_ok(&self, id: u32, config: &serde_json::Value) {
+        let code = self.open(id, &config.to_string());
+        assert_eq!(code, 0, "open failed: {:?}", logged(&format!("instance={id}")));
+    }
+
     /// `iggy_sink_consume(id, …)` with already encoded buffers.
     pub fn consume_raw(&self, id: u32, topic_meta: &[u8], messages_meta: &[u8], messages: &[u8]) -> i32 {
         // SAFETY: the three buffers live for the call.

@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::schema::TablePath;
-use integration_tests::fluss_cluster::{block, connection_to, lookup_string_at, read_log_at, unique_table};
+use integration_tests::fluss_cluster::Times::{AtMostOnce, Once};
+use integration_tests::fluss_cluster::{
+    assert_accounting, block, connection_to, lookup_string_at, read_log_at, unique_table,
+};
 use integration_tests::local_cluster::LocalCluster;
 use integration_tests::plugin::{Plugin, TestMessage, logged, next_id};
 use serde_json::{Value, json};
@@ -150,19 +153,11 @@ fn hung_during_consume(suite: &mut Suite) {
         logged(&format!("instance={id}"))
     );
     let ids = suite.ids_in(&path, 300);
-    for i in (0..100).chain(200..300) {
-        assert_eq!(
-            ids.get(&i),
-            Some(&1),
-            "id {i} of an acknowledged batch, exactly once"
-        );
-    }
-    for i in 100..200 {
-        assert!(
-            ids.get(&i).copied().unwrap_or(0) <= 1,
-            "id {i} of the failed batch at most once"
-        );
-    }
+    assert_accounting(
+        "hung during consume",
+        &ids,
+        &[(0..100, Once), (200..300, Once), (100..200, AtMostOnce)],
+    );
     assert_eq!(suite.plugin.close(id), 0);
 }
 
