@@ -40,5 +40,5 @@ if [ ! -x "$iggy_dir/iggy-server" ] || [ ! -x "$iggy_dir/iggy-connectors" ]; the
   echo "NOT RUN: the tests inside the real Iggy runtime (tests/tests/iggy_runtime*.rs): no iggy-server and iggy-connectors in $iggy_dir; set FLUSS_SINK_IGGY_DIR to a folder with both (apache/iggy builds them)"
 fi
 
-echo "== cargo test"
-cargo test --workspace --all-targets
+echo "== cargo test (each test binary bounded: a hang fails within 15 minutes, named)"
+cargo xtask test --per-binary 15m --workspace --all-targets

@@ -297,10 +297,23 @@ impl RunningStream {
         }
     }
 
-    /// Waits until `more` batches beyond those written so far are written.
+    /// Waits until `more` batches beyond those written so far are written,
+    /// failing the test when the stream ended or 120 s (the writer's own
+    /// delivery timeout) passed without them.
     async fn wait_for_batches(&self, more: usize) {
+        const LIMIT: Duration = Duration::from_secs(120);
+        let started = std::time::Instant::now();
         let target = self.progress.load(Ordering::SeqCst) + more;
         while self.progress.load(Ordering::SeqCst) < target {
+            assert!(
+                !self.task.is_finished(),
+                "the stream ended (panicked or stopped) before writing {more} more batches"
+            );
+            assert!(
+                started.elapsed() < LIMIT,
+                "the stream wrote {} of {more} more batches in {LIMIT:?}",
+                more - (target - self.progress.load(Ordering::SeqCst))
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

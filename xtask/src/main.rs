@@ -10,7 +10,11 @@
 //! - `go`: the standard Go toolchain (wasip1), with the canonical ABI in `transforms/go/fluss`.
 //!
 //! With no language named, all of them are built.
+//!
+//! `cargo xtask test [--per-binary DURATION] [CARGO TEST ARGS...]` runs the
+//! tests with a time bound on each test binary (see `bounded_test`).
 
+mod bounded_test;
 mod c;
 mod go;
 mod js;
@@ -29,8 +33,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.split_first() {
         Some((task, languages)) if task == "build-transforms" => build_transforms(languages),
+        Some((task, cargo_args)) if task == "test" => bounded_test::run(cargo_args),
         _ => Err(format!(
-            "usage: cargo xtask build-transforms [{}]...",
+            "usage: cargo xtask build-transforms [{}]...\n       cargo xtask test [--per-binary DURATION] [CARGO TEST ARGS...]",
             LANGUAGES.join("|")
         )),
     };
