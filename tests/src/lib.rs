@@ -51,6 +51,31 @@ pub fn load_transform(
     Transform::load(&spec, tables)
 }
 
+/// A TCP port on 127.0.0.1 that was free a moment ago (the OS picked it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
+/// The sum of every sample of metric `name` (any labels) that the plugin's
+/// Prometheus endpoint at `address` exports now; `None` when it exports none.
+pub fn scrape_sum(address: &str, name: &str) -> Option<f64> {
+    let text = ureq::get(format!("http://{address}/metrics"))
+        .call()
+        .ok()?
+        .body_mut()
+        .read_to_string()
+        .ok()?;
+    let samples: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    (!samples.is_empty()).then(|| samples.iter().sum())
+}
+
 /// A compiled-component cache shared by the tests (compiling is the slow part).
 pub fn test_cache_dir() -> PathBuf {
     repo_root().join("target/test-component-cache")
@@ -288,12 +313,7 @@ pub mod fluss_cluster {
         expected: usize,
         timeout: Duration,
     ) -> std::collections::BTreeMap<i64, usize> {
-        let rows = block(read_log_at(bootstrap_servers, path, expected, timeout));
-        let mut counts = std::collections::BTreeMap::new();
-        for row in rows {
-            *counts.entry(row[0].parse::<i64>().unwrap()).or_insert(0) += 1;
-        }
-        counts
+        count_ids(&block(read_log_at(bootstrap_servers, path, expected, timeout)))
     }
 
     /// The ids of `0..total` missing from `counts`, and those written more than once.
@@ -390,6 +410,45 @@ pub mod fluss_cluster {
                 .unwrap();
         }
         poll_rows(&scanner, expected, timeout).await
+    }
+
+    /// Every row of every partition of partitioned log table `path` at
+    /// `bootstrap_servers`, read as [`read_log_at`] reads.
+    pub async fn read_every_partition_at(
+        bootstrap_servers: &str,
+        path: &TablePath,
+        expected: usize,
+        timeout: Duration,
+    ) -> Vec<Vec<String>> {
+        let conn = connection_to(bootstrap_servers).await;
+        let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+        let partitions = conn
+            .get_admin()
+            .unwrap()
+            .list_partition_infos(&fluss)
+            .await
+            .unwrap();
+        let table = conn.get_table(&fluss).await.unwrap();
+        let buckets = table.get_table_info().get_num_buckets();
+        let scanner = table.new_scan().create_record_batch_log_scanner().unwrap();
+        for partition in &partitions {
+            for bucket in 0..buckets {
+                scanner
+                    .subscribe_partition(partition.get_partition_id(), bucket, EARLIEST_OFFSET)
+                    .await
+                    .unwrap();
+            }
+        }
+        poll_rows(&scanner, expected, timeout).await
+    }
+
+    /// How often each value of the first (BIGINT) column appears in `rows`.
+    pub fn count_ids(rows: &[Vec<String>]) -> std::collections::BTreeMap<i64, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for row in rows {
+            *counts.entry(row[0].parse::<i64>().unwrap()).or_insert(0) += 1;
+        }
+        counts
     }
 
     async fn poll_rows(

@@ -97,15 +97,24 @@ fn deep_recursion_overflows_the_stack_cap() {
 #[test]
 fn a_trap_on_one_message_is_isolated() {
     let t = evil("trap", quick(), &[]).unwrap();
+    let created = || t.stats().instances_created.load(Ordering::Relaxed);
+    let faults = || t.stats().faults.load(Ordering::Relaxed);
+    let before = (created(), faults());
     let reason = poisoned_reason(&t);
     assert!(
         reason.contains("trapped") && reason.contains("unreachable"),
         "{reason}"
     );
-    let before = t.stats().instances_created.load(Ordering::Relaxed);
+    let (made, trapped) = (created() - before.0, faults() - before.1);
+    assert!(trapped >= 1, "the poisoned message trapped");
+    // The pool held the instance `load` made: without a fresh one after
+    // each trap, `made` would be 0.
+    assert!(
+        made >= trapped,
+        "every instance that trapped ({trapped}) is replaced, never reused: {made} made"
+    );
     let out = t.process(&text_batch(&["x", "y"])).unwrap();
     assert_eq!(out.rows.len(), 2, "a fresh instance serves the next batch");
-    assert!(t.stats().instances_created.load(Ordering::Relaxed) >= before);
 }
 
 #[test]

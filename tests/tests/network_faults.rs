@@ -335,6 +335,60 @@ fn close_while_the_tablet_hangs(suite: &mut Suite) {
     assert_eq!(suite.plugin.close(id), 0);
 }
 
+/// `close` while a consume is provably in flight (its append is on the
+/// wire and each response held back 300 ms): close waits for it, the
+/// consume finishes its batch, and a consume after the close is refused.
+fn close_during_a_consume_waits_for_it(suite: &mut Suite) {
+    let path = unique_table("close_during");
+    let id = suite.open(&suite.config(&path));
+    assert_eq!(suite.consume(id, &messages(0, 10, 20)).0, 0, "the warm-up batch");
+
+    let before = suite.proxy.forwarded(Direction::ToServer);
+    suite
+        .proxy
+        .set(Direction::ToClient, Fault::Delay(Duration::from_millis(300)));
+    let plugin = suite.plugin;
+    let batch = messages(10, 1_000, 20);
+    let consume = std::thread::spawn(move || plugin.consume(id, "app", "netfaults", JSON, &batch));
+    let started = Instant::now();
+    while suite.proxy.forwarded(Direction::ToServer) == before {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the append never went out"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        !consume.is_finished(),
+        "the consume is in flight when close is called"
+    );
+    let started = Instant::now();
+    let closed = suite.plugin.close(id);
+    let took = started.elapsed();
+    suite.proxy.heal();
+    suite.record("close during a consume (acknowledgements 300 ms late)", took);
+    assert_eq!(closed, 0);
+    assert_eq!(
+        consume.join().unwrap(),
+        0,
+        "the running consume finished its batch: {:?}",
+        logged(&format!("instance={id}"))
+    );
+    assert!(
+        took >= Duration::from_millis(100) && took <= 2 * Duration::from_secs(2) + GRACE,
+        "close waited for the consume, within twice close_timeout: {took:?}"
+    );
+    assert_eq!(
+        suite
+            .plugin
+            .consume(id, "app", "netfaults", JSON, &messages(2_000, 1, 20)),
+        -1,
+        "a consume after close is refused"
+    );
+    let ids = suite.ids_in(&path, 1_010);
+    assert_accounting("close during a consume", &ids, &[(0..1_010, Once)]);
+}
+
 #[test]
 fn every_promise_holds_when_the_network_misbehaves() {
     let (cluster, proxy) = LocalCluster::start_behind_proxy("netfaults", 9623, 2691, 9650);
@@ -349,6 +403,7 @@ fn every_promise_holds_when_the_network_misbehaves() {
     reset_between_request_and_response(&mut suite);
     slow_network(&mut suite);
     close_while_the_tablet_hangs(&mut suite);
+    close_during_a_consume_waits_for_it(&mut suite);
     eprintln!("\nnetwork fault | time");
     for (case, took) in &suite.timings {
         eprintln!("{case} | {took:.2?}");

@@ -190,13 +190,17 @@ fn with_reload_off_a_new_file_is_ignored() {
         &config(
             &table,
             json!({
-            "transform": {"path": path, "cache_dir": test_cache_dir(), "reload": false}
+            "transform": {"path": path, "cache_dir": test_cache_dir(), "reload": false,
+                          "reload_check_interval": "100ms"}
             }),
         ),
     );
     wait_for_log(id, "hot reload is off");
+    // noop filters every message: had it been swapped in, nothing would land
+    // (seen: with `reload: true` here, 0 of 50 rows).
     deploy(&component("noop"), &path);
-    std::thread::sleep(Duration::from_millis(300));
+    // Ten check intervals: with reload on, the swap would be done by now.
+    std::thread::sleep(Duration::from_secs(1));
     assert_eq!(plugin.consume(id, "app", "events", JSON, &messages(0, 50)), 0);
     assert_eq!(plugin.close(id), 0);
     assert_eq!(block(read_log(&table, 50, Duration::from_secs(30))).len(), 50);
@@ -219,8 +223,10 @@ fn metrics_scraped_during_and_after_a_stream_match_fluss_and_the_dead_letter_tab
             }),
         ),
     );
+    // A series that is missing fails the test: it never reads as 0.
     let series = |name: &str, labels: &str| {
-        scrape(&format!("fluss_sink_{name}{{instance=\"{id}\"{labels}}}")).unwrap_or(0.0)
+        let series = format!("fluss_sink_{name}{{instance=\"{id}\"{labels}}}");
+        scrape(&series).unwrap_or_else(|| panic!("{series} is not exported"))
     };
     // Every tenth message has an id that is not a number: dead-lettered.
     let batch = |from: u64| -> Vec<TestMessage> {

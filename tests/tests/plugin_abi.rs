@@ -3,7 +3,7 @@
 //! own encoder, against the real local Fluss (`scripts/fluss-local.sh start`).
 //! The tests that need Fluss fail, never skip, when no cluster is reachable.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use iggy_connector_fluss_sink::schema::TablePath;
 use integration_tests::fluss_cluster::{block, bootstrap, lookup_string, read_log, unique_table};
@@ -555,35 +555,6 @@ fn concurrent_consumes_on_one_instance_all_land() {
     expected.sort_unstable();
     assert_eq!(ids, expected, "every message exactly once");
     assert_eq!(plugin.close(id), 0);
-}
-
-#[test]
-fn close_during_a_consume_waits_for_it_and_does_not_deadlock() {
-    let plugin = Plugin::load();
-    let (path, dlq) = (unique_table("abi_close"), unique_table("abi_dlq"));
-    let id = next_id();
-    open(plugin, id, &log_config(&path, &dlq));
-    let consume = std::thread::spawn(move || plugin.consume(id, "app", "t", JSON, &json_messages(0, 3000)));
-    // Close once the consume is under way (it is in flight when the runtime shuts down).
-    std::thread::sleep(Duration::from_millis(50));
-    let started = Instant::now();
-    assert_eq!(plugin.close(id), 0);
-    assert!(
-        started.elapsed() < Duration::from_secs(12),
-        "close took {:?}",
-        started.elapsed()
-    );
-    assert_eq!(
-        consume.join().unwrap(),
-        0,
-        "the running consume finished its batch"
-    );
-    assert_eq!(block(read_log(&path, 3000, Duration::from_secs(60))).len(), 3000);
-    assert_eq!(
-        plugin.consume(id, "app", "t", JSON, &json_messages(0, 1)),
-        -1,
-        "closed"
-    );
 }
 
 /// What the runtime really does (`docs/runtime-contract.md`):
