@@ -192,3 +192,52 @@ fn tenant_router_is_the_same_in_every_language() {
         &headers,
     );
 }
+
+/// The Go guest lowers the host's arguments into an 8 MiB arena and falls
+/// back to its heap past it, where a garbage collection may trap; the host
+/// then retries the batch on a fresh instance, whose arena is big enough.
+/// Batches of 12 MB (past the arena), three in a row, must give exactly the
+/// rows of the Rust component.
+#[test]
+fn batches_past_the_go_guests_argument_arena_give_the_same_rows() {
+    let tables = [schema(&[])];
+    let rust = load("json-to-row", &[], &tables).unwrap();
+    let go = load("go-json-to-row", &[], &tables).unwrap();
+    let name = "x".repeat(1_000);
+    for round in 0..3u64 {
+        let payloads: Vec<String> = (0..12_000u64)
+            .map(|i| {
+                format!(
+                    r#"{{"id":{},"name":"{name}","score":{i}.5}}"#,
+                    round * 100_000 + i
+                )
+            })
+            .collect();
+        let bytes: Vec<&[u8]> = payloads.iter().map(|p| p.as_bytes()).collect();
+        let batch = batch_of(&bytes, &[]);
+        assert!(
+            payloads.iter().map(String::len).sum::<usize>() > 8 << 20,
+            "the batch is past the arena"
+        );
+        let expected = rust.process(&batch).unwrap();
+        let got = go
+            .process(&batch)
+            .unwrap_or_else(|e| panic!("go, round {round}: {e}"));
+        same_as_rust(&expected, &got, "go", &bytes);
+        assert_eq!(got.rows.len(), 12_000, "round {round}: every message is its row");
+    }
+    let stats = go.stats();
+    // Seen here: 6 calls, 2 faults, 3 instances (the guest's runtime is
+    // single-threaded and deterministic, so its collections fall the same
+    // way every run).
+    assert!(
+        stats.faults.load(std::sync::atomic::Ordering::Relaxed) >= 1,
+        "the trap-and-retry path ran"
+    );
+    eprintln!(
+        "go guest, 3 batches of 12 MB: {} calls, {} faults, {} instances",
+        stats.calls.load(std::sync::atomic::Ordering::Relaxed),
+        stats.faults.load(std::sync::atomic::Ordering::Relaxed),
+        stats.instances_created.load(std::sync::atomic::Ordering::Relaxed)
+    );
+}
