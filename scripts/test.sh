@@ -10,11 +10,20 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 (cd transforms && cargo fmt --all -- --check)
 
+echo "== cargo sort (dependency tables sorted; installs cargo-sort if missing)"
+command -v cargo-sort >/dev/null || cargo install cargo-sort --locked
+cargo sort --workspace --no-format --check
+(cd transforms && cargo sort --workspace --no-format --check)
+(cd fuzz && cargo sort --no-format --check)
+
 echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 
 echo "== build the transforms (installs the wasm guest toolchain if missing)"
 cargo xtask build-transforms
+
+echo "== cargo clippy on the transforms (their own workspace, for wasm32-wasip2)"
+(cd transforms && cargo clippy --all-targets --target wasm32-wasip2 -- -D warnings)
 
 echo "== the real Iggy server and connectors runtime need libhwloc15 and libudev1"
 install_iggy_libs
@@ -39,6 +48,9 @@ if [ ! -x "$iggy_dir/iggy-server" ] || [ ! -x "$iggy_dir/iggy-connectors" ]; the
   fi
   echo "NOT RUN: the tests inside the real Iggy runtime (tests/tests/iggy_runtime*.rs): no iggy-server and iggy-connectors in $iggy_dir; set FLUSS_SINK_IGGY_DIR to a folder with both (apache/iggy builds them)"
 fi
+
+echo "== fuzz smoke: every fuzz target for 30 s from its kept corpus (scripts/fuzz.sh)"
+scripts/fuzz.sh smoke 30
 
 echo "== cargo test (each test binary bounded: a hang fails within 15 minutes, named)"
 cargo xtask test --per-binary 15m --workspace --all-targets

@@ -17,6 +17,11 @@ use serde_json::{Value, json};
 use crate::fluss_cluster::bootstrap;
 use crate::repo_root;
 
+/// iggy-server's HTTP API. Its ports (HTTP 3000, TCP 8090, QUIC 8080,
+/// WebSocket 8092) are fixed: the server takes no port flags and refuses
+/// to start with an `IGGY_*` variable it does not know, so the tests that
+/// start it run one server at a time (`ONE_AT_A_TIME` in each binary; the
+/// binaries run one after the other).
 const HTTP: &str = "http://127.0.0.1:3000";
 
 /// The folder holding `iggy-server` and `iggy-connectors`, or why there is none.

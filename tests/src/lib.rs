@@ -365,6 +365,36 @@ pub mod fluss_cluster {
         }
     }
 
+    /// The newest partition Fluss's DAY auto-partitioning made of `path`,
+    /// once it has made `precreated` (its `num-precreate`): the name comes
+    /// from Fluss, not from this machine's clock, so a test that writes
+    /// into it survives midnight UTC (the partition stays until its
+    /// retention, days later). Fails the test after 10 s.
+    pub async fn newest_auto_partition(path: &TablePath, precreated: usize) -> String {
+        let started = Instant::now();
+        loop {
+            let names = partition_names(path).await;
+            if names.len() >= precreated {
+                return names.last().expect("at least one partition").clone();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "Fluss made {} of the {precreated} partitions of {path} in 10 s: {names:?}",
+                names.len()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Today's (UTC) and yesterday's DAY partition names (`yyyyMMdd`): one
+    /// of them is the oldest partition of a table auto-partitioned by day
+    /// made in the last 24 hours.
+    pub fn recent_days() -> [String; 2] {
+        let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+        let yesterday = now.yesterday().expect("a yesterday");
+        [&now, &yesterday].map(|d| format!("{:04}{:02}{:02}", d.year(), d.month(), d.day()))
+    }
+
     /// The names of a partitioned table's partitions, sorted.
     pub async fn partition_names(path: &TablePath) -> Vec<String> {
         let conn = connection().await;

@@ -8,7 +8,25 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::fault_proxy::FaultProxy;
-use crate::repo_root;
+use crate::{free_port, repo_root};
+
+/// How many consecutive ports a cluster takes from its coordinator's: the
+/// script derives every server's port from it (tablet servers at +1.., the
+/// proxied listeners at +10..).
+const PORT_BLOCK: u16 = 16;
+
+/// The first of [`PORT_BLOCK`] consecutive ports on 127.0.0.1 that were all
+/// free a moment ago.
+fn free_port_block() -> u16 {
+    for _ in 0..200 {
+        let base = 20_000 + fastrand::u16(..2_500) * PORT_BLOCK;
+        let free = (base..base + PORT_BLOCK).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
+        if free {
+            return base;
+        }
+    }
+    panic!("no {PORT_BLOCK} consecutive free ports on 127.0.0.1 in 200 tries");
+}
 
 /// Runs `scripts/fluss-local.sh` with `env`; whether it succeeded.
 pub fn run_fluss_script(env: &[(&str, String)], args: &[&str]) -> bool {
@@ -36,23 +54,23 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    /// Starts (or finds running) cluster `name` with `tablets` tablet
-    /// servers, its coordinator on `port`, its ZooKeeper on `zk_port`, its
-    /// files in `target/fluss-<name>`.
-    pub fn start(name: &str, port: u16, zk_port: u16, tablets: u32) -> Self {
-        Self::start_with(name, port, zk_port, tablets, vec![])
+    /// Starts cluster `name` with `tablets` tablet servers on ports that
+    /// were free, its files in `target/fluss-<name>`.
+    pub fn start(name: &str, tablets: u32) -> Self {
+        Self::start_with(name, free_port_block(), free_port(), tablets, vec![])
     }
 
     /// Starts cluster `name` (one tablet server) with a [`FaultProxy`] on
     /// `proxy_port` between clients and the tablet server: the tablet server
     /// advertises the proxy to clients, while the coordinator answers them
     /// directly and the servers talk to each other directly.
-    pub fn start_behind_proxy(name: &str, port: u16, zk_port: u16, proxy_port: u16) -> (Self, FaultProxy) {
+    pub fn start_behind_proxy(name: &str) -> (Self, FaultProxy) {
+        let port = free_port_block();
         // The script gives tablet server 0's client listener port + 11.
         let upstream = SocketAddr::from(([127, 0, 0, 1], port + 11));
-        let proxy = FaultProxy::start(proxy_port, upstream);
-        let env = vec![("FLUSS_CLIENT_PROXY_PORT", proxy_port.to_string())];
-        (Self::start_with(name, port, zk_port, 1, env), proxy)
+        let proxy = FaultProxy::start(free_port(), upstream);
+        let env = vec![("FLUSS_CLIENT_PROXY_PORT", proxy.port().to_string())];
+        (Self::start_with(name, port, free_port(), 1, env), proxy)
     }
 
     fn start_with(

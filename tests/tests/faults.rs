@@ -1,5 +1,5 @@
 //! The fault-injection suite: the plugin loaded with dlopen, against a Fluss
-//! cluster of this test's own (`target/fluss-faults`, coordinator on 9323)
+//! cluster of this test's own (`target/fluss-faults`, on free ports)
 //! whose servers it freezes (SIGSTOP: sockets stay open, nothing answers),
 //! kills and restarts, or whose tables it drops under the sink. Every case
 //! asserts the accounting (what was written, dead-lettered, or named in a
@@ -487,7 +487,7 @@ fn same_key_twice_during_a_restart(suite: &mut Suite) {
 
 #[test]
 fn every_promise_holds_under_faults() {
-    let cluster = LocalCluster::start("faults", 9323, 2291, 1);
+    let cluster = LocalCluster::start("faults", 1);
     let mut suite = Suite {
         cluster,
         plugin: Plugin::load(),

@@ -51,7 +51,7 @@ struct ReplicatedCluster(LocalCluster);
 
 impl ReplicatedCluster {
     fn start() -> Self {
-        Self(LocalCluster::start("replicated", 9223, 2191, 3))
+        Self(LocalCluster::start("replicated", 3))
     }
 
     fn bootstrap(&self) -> String {

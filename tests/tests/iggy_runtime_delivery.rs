@@ -152,7 +152,7 @@ fn a_runtime_crashing_during_a_consume_loses_at_most_that_poll_and_repeats_nothi
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let cluster = LocalCluster::start("runtime", 9423, 2391, 1);
+    let cluster = LocalCluster::start("runtime", 1);
     let bootstrap = cluster.bootstrap();
     let work = tempfile::tempdir().unwrap();
     let server = Server::start(work.path(), 1);

@@ -91,7 +91,7 @@ fn outage_through_the_runtime(
     downtime: Duration,
 ) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let cluster = LocalCluster::start("runtime", 9423, 2391, 1);
+    let cluster = LocalCluster::start("runtime", 1);
     let bootstrap = cluster.bootstrap();
     let work = tempfile::tempdir().unwrap();
     let spool = work.path().join("spool");
@@ -197,7 +197,7 @@ fn a_runtime_killed_while_spooling_replays_its_spool_at_the_next_start() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let cluster = LocalCluster::start("runtime", 9423, 2391, 1);
+    let cluster = LocalCluster::start("runtime", 1);
     let bootstrap = cluster.bootstrap();
     let work = tempfile::tempdir().unwrap();
     let spool = work.path().join("spool");

@@ -4,9 +4,7 @@
 //! them directly, so the proxy can hang, stall, slow down or reset the data
 //! path alone, mid-request. The plugin is loaded with dlopen, as the runtime
 //! loads it, against a cluster of this test's own (`target/fluss-netfaults`,
-//! coordinator on 9623, proxy on 9650: fixed, since the script derives every
-//! server's port from the coordinator's and the tablet server must advertise
-//! the proxy's port before the proxy's test starts).
+//! on free ports).
 //!
 //! Every case is timed against its deadline and reads every row back past
 //! the expected count: acknowledged batches exactly once, a failed batch at
@@ -391,7 +389,7 @@ fn close_during_a_consume_waits_for_it(suite: &mut Suite) {
 
 #[test]
 fn every_promise_holds_when_the_network_misbehaves() {
-    let (cluster, proxy) = LocalCluster::start_behind_proxy("netfaults", 9623, 2691, 9650);
+    let (cluster, proxy) = LocalCluster::start_behind_proxy("netfaults");
     let mut suite = Suite {
         cluster,
         proxy,

@@ -15,11 +15,13 @@ use serde_json::{Value, json};
 const JSON: u32 = 0;
 
 /// The endpoint every instance of these tests shares.
-const METRICS: &str = "127.0.0.1:19464";
+/// The metrics endpoint of this binary's instances, on a port that was free.
+static METRICS: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("127.0.0.1:{}", integration_tests::free_port()));
 
 /// The scraped value of the series `series` (name and labels, as printed).
 fn scrape(series: &str) -> Option<f64> {
-    let text = ureq::get(format!("http://{METRICS}/metrics"))
+    let text = ureq::get(format!("http://{}/metrics", *METRICS))
         .call()
         .expect("the metrics endpoint answers")
         .body_mut()
@@ -96,7 +98,7 @@ fn a_transform_swapped_mid_stream_handles_exactly_the_offsets_the_log_names() {
         &config(
             &table,
             json!({
-            "metrics_address": METRICS,
+            "metrics_address": METRICS.as_str(),
             "transform": {"path": path, "cache_dir": test_cache_dir(), "reload_check_interval": "50ms"}
             }),
         ),
@@ -147,7 +149,7 @@ fn a_transform_swapped_mid_stream_handles_exactly_the_offsets_the_log_names() {
     assert_eq!(series("messages_written_total", ""), Some(300.0));
     assert_eq!(series("messages_filtered_total", ""), Some(300.0));
     // The scrape after the swap, for whoever runs this with --nocapture.
-    let text = ureq::get(format!("http://{METRICS}/metrics"))
+    let text = ureq::get(format!("http://{}/metrics", *METRICS))
         .call()
         .unwrap()
         .body_mut()
@@ -219,7 +221,7 @@ fn metrics_scraped_during_and_after_a_stream_match_fluss_and_the_dead_letter_tab
             &table,
             json!({
             "dead_letter_table": dlq.to_string(),
-            "metrics_address": METRICS
+            "metrics_address": METRICS.as_str()
             }),
         ),
     );
@@ -284,12 +286,12 @@ fn a_scraper_that_connects_and_says_nothing_blocks_no_other_scrape() {
         &config(
             &table,
             json!({
-            "metrics_address": METRICS
+            "metrics_address": METRICS.as_str()
             }),
         ),
     );
     let _silent: Vec<std::net::TcpStream> = (0..8)
-        .map(|_| std::net::TcpStream::connect(METRICS).unwrap())
+        .map(|_| std::net::TcpStream::connect(METRICS.as_str()).unwrap())
         .collect();
     let started = Instant::now();
     assert_eq!(

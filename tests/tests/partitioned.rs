@@ -12,7 +12,8 @@ use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
 use iggy_connector_fluss_sink::writer::WriterSettings;
 use integration_tests::fluss_cluster::{
-    connection, lookup, partition_names, read_log, read_partition, settings, unique_table, write_json, writer,
+    connection, lookup, newest_auto_partition, partition_names, read_log, read_partition, recent_days,
+    settings, unique_table, write_json, writer,
 };
 use integration_tests::{partitioned, table};
 
@@ -237,12 +238,6 @@ async fn a_null_partition_value_in_a_nullable_key_dead_letters_its_message() {
     assert!(letters[0][8].contains("NULL"), "{}", letters[0][8]);
 }
 
-/// Today's partition name for Fluss's DAY auto-partitioning (`yyyyMMdd`, UTC).
-fn today() -> String {
-    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
-    format!("{:04}{:02}{:02}", now.year(), now.month(), now.day())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_auto_partitioned_table_takes_fluss_partitions_and_refuses_the_rest() {
     let path = unique_table("pauto");
@@ -269,17 +264,12 @@ async fn an_auto_partitioned_table_takes_fluss_partitions_and_refuses_the_rest()
         &["day"],
     );
     let schema = w.ensure_table(&declared).await.unwrap();
-    let today = today();
-    let mut existing = Vec::new();
-    for _ in 0..40 {
-        existing = partition_names(&path).await;
-        if existing.contains(&today) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    // Fluss made today's partition and the next one (num-precreate 2); the
+    // rows go to the newer, whose name Fluss gave (midnight-proof).
+    let day = newest_auto_partition(&path, 2).await;
+    let existing = partition_names(&path).await;
     assert!(
-        existing.contains(&today),
+        recent_days().iter().any(|d| existing.contains(d)),
         "Fluss made today's partition: {existing:?}"
     );
 
@@ -288,9 +278,9 @@ async fn an_auto_partitioned_table_takes_fluss_partitions_and_refuses_the_rest()
         &schema,
         RowKind::Append,
         &[
-            &format!(r#"{{"id":1,"day":"{today}"}}"#),
+            &format!(r#"{{"id":1,"day":"{day}"}}"#),
             r#"{"id":2,"day":"20000101"}"#,
-            &format!(r#"{{"id":3,"day":"{today}"}}"#),
+            &format!(r#"{{"id":3,"day":"{day}"}}"#),
         ],
     )
     .await;
@@ -298,7 +288,7 @@ async fn an_auto_partitioned_table_takes_fluss_partitions_and_refuses_the_rest()
     let letters = read_log(&dlq, 1, Duration::from_secs(20)).await;
     assert_eq!(letters[0][3], "1");
     assert!(letters[0][8].contains("auto-partitioning"), "{}", letters[0][8]);
-    let rows = read_partition(&path, &today, 2, Duration::from_secs(20)).await;
+    let rows = read_partition(&path, &day, 2, Duration::from_secs(20)).await;
     assert_eq!(rows.len(), 2);
     assert!(!partition_names(&path).await.contains(&"20000101".to_string()));
 }

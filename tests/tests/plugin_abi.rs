@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use iggy_connector_fluss_sink::schema::TablePath;
-use integration_tests::fluss_cluster::{block, bootstrap, lookup_string, read_log, unique_table};
+use integration_tests::fluss_cluster::{
+    block, bootstrap, lookup_string, newest_auto_partition, read_log, recent_days, unique_table,
+};
 use integration_tests::plugin::{Plugin, TestMessage, encode, logged, next_id};
 use integration_tests::{component, test_cache_dir};
 use serde_json::{Value, json};
@@ -388,24 +390,21 @@ fn open_creates_the_auto_partitioned_table_the_config_declares() {
     );
     assert_eq!(properties.get("table.log.ttl").map(String::as_str), Some("2d"));
 
-    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
-    let today = format!("{:04}{:02}{:02}", now.year(), now.month(), now.day());
-    let mut names = Vec::new();
-    for _ in 0..40 {
-        names = block(partition_names(&path));
-        if names.contains(&today) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    assert!(names.contains(&today), "Fluss made today's partition: {names:?}");
+    // num-precreate 3: day's partition and the next two; the row goes to
+    // the newest, whose name Fluss gave (midnight-proof).
+    let day = block(newest_auto_partition(&path, 3));
+    let names = block(partition_names(&path));
+    assert!(
+        recent_days().iter().any(|d| names.contains(d)),
+        "Fluss made today's partition: {names:?}"
+    );
     let messages = vec![
-        TestMessage::text(0, &format!(r#"{{"id":1,"day":"{today}"}}"#)),
+        TestMessage::text(0, &format!(r#"{{"id":1,"day":"{day}"}}"#)),
         TestMessage::text(1, r#"{"id":2,"day":"19990101"}"#),
     ];
     assert_eq!(plugin.consume(id, "app", "events", JSON, &messages), 0);
-    let rows = block(read_partition(&path, &today, 1, Duration::from_secs(30)));
-    assert_eq!(rows, vec![vec!["1".to_string(), today.clone()]]);
+    let rows = block(read_partition(&path, &day, 1, Duration::from_secs(30)));
+    assert_eq!(rows, vec![vec!["1".to_string(), day.clone()]]);
     let letters = block(read_log(&dlq, 1, Duration::from_secs(30)));
     assert_eq!(
         (letters[0][3].as_str(), letters[0][7].as_str()),

@@ -1,5 +1,5 @@
 //! The durable spool against a Fluss cluster of this test's own
-//! (`target/fluss-spool`, coordinator on 9523), with the plugin loaded
+//! (`target/fluss-spool`, on free ports), with the plugin loaded
 //! with dlopen: the tablet server killed or the cluster frozen while
 //! batches arrive, leftovers replayed by the next open, a primary-key
 //! table's last writes, a full spool, a second instance on one folder,
@@ -489,7 +489,7 @@ fn disk_errors_are_never_taken_as_durable(suite: &mut Suite) {
 
 #[test]
 fn nothing_is_lost_while_fluss_is_away() {
-    let cluster = LocalCluster::start("spool", 9523, 2491, 1);
+    let cluster = LocalCluster::start("spool", 1);
     let mut suite = Suite {
         cluster,
         plugin: Plugin::load(),

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs the coverage-guided fuzz targets in fuzz/ (cargo-fuzz, nightly).
+#
+#   scripts/fuzz.sh smoke [SECONDS]   every target for SECONDS (default 30) from
+#                                     the kept corpus; new inputs go to
+#                                     target/fuzz-work/, the tree is left as it is
+#   scripts/fuzz.sh long RUNS [TARGET...]   each target (default: all) for RUNS
+#                                     executions, growing fuzz/corpus/<target>,
+#                                     then minimises that corpus (cargo fuzz cmin)
+#
+# Installs nightly (rustup) and cargo-fuzz (crates.io) when missing. A crash
+# leaves its input in fuzz/artifacts/<target>/ and fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TARGETS=(runtime_buffers compact_rows json_parsers_agree lean_vs_encoded)
+TARGET_DIR=$PWD/target/fuzz
+# The targets share one build: no sanitizer (the inputs reach safe code
+# only; `abi`'s unsafe entry points are not fuzzed), 16 codegen units (a
+# build of wasmtime with one unit takes too long on two cores).
+FUZZ_FLAGS=(-s none --codegen-units 16 --target-dir "$TARGET_DIR")
+
+ensure_tools() {
+  rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+  command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+}
+
+dict_for() {
+  case "$1" in
+    json_parsers_agree|lean_vs_encoded) echo "-dict=$PWD/fuzz/json.dict" ;;
+    *) echo "" ;;
+  esac
+}
+
+run_target() { # target, corpus dirs..., -- libfuzzer args...
+  local target=$1
+  shift
+  (cd fuzz && cargo +nightly fuzz run "${FUZZ_FLAGS[@]}" "$target" "$@")
+}
+
+smoke() {
+  local seconds=${1:-30} target
+  for target in "${TARGETS[@]}"; do
+    local work="$PWD/target/fuzz-work/$target"
+    mkdir -p "$work" "fuzz/corpus/$target"
+    echo "== fuzz $target for ${seconds}s"
+    # shellcheck disable=SC2046
+    run_target "$target" "$work" "$PWD/fuzz/corpus/$target" -- \
+      -max_total_time="$seconds" -print_final_stats=1 $(dict_for "$target")
+  done
+}
+
+long() {
+  local runs=$1 target
+  shift
+  local chosen=("$@")
+  [ ${#chosen[@]} -gt 0 ] || chosen=("${TARGETS[@]}")
+  for target in "${chosen[@]}"; do
+    mkdir -p "fuzz/corpus/$target"
+    echo "== fuzz $target for $runs executions"
+    local started=$SECONDS
+    # shellcheck disable=SC2046
+    run_target "$target" "$PWD/fuzz/corpus/$target" -- \
+      -runs="$runs" -print_final_stats=1 $(dict_for "$target")
+    echo "== $target: $runs executions in $((SECONDS - started)) s"
+    (cd fuzz && cargo +nightly fuzz cmin "${FUZZ_FLAGS[@]}" "$target" "$PWD/corpus/$target")
+    echo "== $target: corpus $(ls "fuzz/corpus/$target" | wc -l) files, $(du -sh "fuzz/corpus/$target" | cut -f1)"
+  done
+}
+
+ensure_tools
+(cd fuzz && cargo +nightly fuzz build "${FUZZ_FLAGS[@]}")
+case "${1:-}" in
+  smoke) smoke "${2:-30}" ;;
+  long) [ -n "${2:-}" ] || { echo "usage: $0 long RUNS [TARGET...]" >&2; exit 2; }; long "${@:2}" ;;
+  *) echo "usage: $0 smoke [SECONDS] | long RUNS [TARGET...]" >&2; exit 2 ;;
+esac
