@@ -10,6 +10,11 @@
 #
 # Installs nightly (rustup) and cargo-fuzz (crates.io) when missing. A crash
 # leaves its input in fuzz/artifacts/<target>/ and fails the script.
+#
+# Environment: FUZZ_PROFILE=dev builds without optimisations (a quicker
+# build for a smoke; CI uses it), FUZZ_JOBS=N runs `long` in N processes
+# sharing the corpus (RUNS split between them), FUZZ_MAX_SECONDS caps each
+# target's `long` run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +24,7 @@ TARGET_DIR=$PWD/target/fuzz
 # only; `abi`'s unsafe entry points are not fuzzed), 16 codegen units (a
 # build of wasmtime with one unit takes too long on two cores).
 FUZZ_FLAGS=(-s none --codegen-units 16 --target-dir "$TARGET_DIR")
+[ "${FUZZ_PROFILE:-release}" = dev ] && FUZZ_FLAGS+=(--dev)
 
 ensure_tools() {
   rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
@@ -58,11 +64,16 @@ long() {
   for target in "${chosen[@]}"; do
     mkdir -p "fuzz/corpus/$target"
     echo "== fuzz $target for $runs executions"
-    local started=$SECONDS
+    local started=$SECONDS jobs=${FUZZ_JOBS:-1} each=$runs extra=()
+    if [ "$jobs" -gt 1 ]; then
+      each=$((runs / jobs))
+      extra=(-jobs="$jobs" -workers="$jobs")
+    fi
+    [ -z "${FUZZ_MAX_SECONDS:-}" ] || extra+=(-max_total_time="$FUZZ_MAX_SECONDS")
     # shellcheck disable=SC2046
     run_target "$target" "$PWD/fuzz/corpus/$target" -- \
-      -runs="$runs" -print_final_stats=1 $(dict_for "$target")
-    echo "== $target: $runs executions in $((SECONDS - started)) s"
+      -runs="$each" -print_final_stats=1 "${extra[@]}" $(dict_for "$target")
+    echo "== $target: up to $runs executions ($jobs process(es)) in $((SECONDS - started)) s"
     (cd fuzz && cargo +nightly fuzz cmin "${FUZZ_FLAGS[@]}" "$target" "$PWD/corpus/$target")
     echo "== $target: corpus $(ls "fuzz/corpus/$target" | wc -l) files, $(du -sh "fuzz/corpus/$target" | cut -f1)"
   done

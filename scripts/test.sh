@@ -22,8 +22,10 @@ cargo clippy --all-targets -- -D warnings
 echo "== build the transforms (installs the wasm guest toolchain if missing)"
 cargo xtask build-transforms
 
-echo "== cargo clippy on the transforms (their own workspace, for wasm32-wasip2)"
-(cd transforms && cargo clippy --all-targets --target wasm32-wasip2 -- -D warnings)
+echo "== cargo clippy on the transforms (their own workspace)"
+# Checked for the host's target: the guest toolchain may be Debian's
+# rustc-web, which has no clippy; the code is the same for both targets.
+(cd transforms && cargo clippy --all-targets -- -D warnings)
 
 echo "== the real Iggy server and connectors runtime need libhwloc15 and libudev1"
 install_iggy_libs
@@ -50,7 +52,7 @@ if [ ! -x "$iggy_dir/iggy-server" ] || [ ! -x "$iggy_dir/iggy-connectors" ]; the
 fi
 
 echo "== fuzz smoke: every fuzz target for 30 s from its kept corpus (scripts/fuzz.sh)"
-scripts/fuzz.sh smoke 30
+FUZZ_PROFILE=dev scripts/fuzz.sh smoke 30
 
 echo "== cargo test (each test binary bounded: a hang fails within 15 minutes, named)"
 cargo xtask test --per-binary 15m --workspace --all-targets

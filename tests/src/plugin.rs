@@ -171,6 +171,19 @@ impl Plugin {
         )
     }
 
+    /// [`Plugin::consume`] of JSON `messages` from `app`/`topic`; the return
+    /// code and how long the call took.
+    pub fn timed_consume(
+        &self,
+        id: u32,
+        topic: &str,
+        messages: &[TestMessage],
+    ) -> (i32, std::time::Duration) {
+        let started = std::time::Instant::now();
+        let code = self.consume(id, "app", topic, 0, messages);
+        (code, started.elapsed())
+    }
+
     /// `iggy_sink_close(id)`.
     pub fn close(&self, id: u32) -> i32 {
         // SAFETY: no arguments to lend.
@@ -191,6 +204,17 @@ impl Plugin {
 pub fn next_id() -> u32 {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// How much later than its deadline a bounded call may return.
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Fails the test when `took` is past `deadline` plus [`GRACE`], naming `case`.
+pub fn assert_prompt(case: &str, took: std::time::Duration, deadline: std::time::Duration) {
+    assert!(
+        took <= deadline + GRACE,
+        "{case}: took {took:?}, more than its deadline {deadline:?} + {GRACE:?}"
+    );
 }
 
 /// A message as the runtime hands it over.

@@ -18,14 +18,12 @@ use integration_tests::fault_proxy::{Direction, Fault, FaultProxy};
 use integration_tests::fluss_cluster::Times::{AtMostOnce, Once};
 use integration_tests::fluss_cluster::{assert_accounting, block, connection_to, unique_table};
 use integration_tests::local_cluster::LocalCluster;
-use integration_tests::plugin::{Plugin, TestMessage, logged, next_id};
+use integration_tests::plugin::{GRACE, Plugin, TestMessage, assert_prompt, logged, next_id};
 use serde_json::{Value, json};
 
 const JSON: u32 = 0;
 /// `delivery_timeout` of every instance here.
 const DEADLINE: Duration = Duration::from_secs(2);
-/// How much later than its deadline a call may return.
-const GRACE: Duration = Duration::from_secs(1);
 
 struct Suite {
     cluster: LocalCluster,
@@ -60,9 +58,7 @@ impl Suite {
     }
 
     fn consume(&self, id: u32, messages: &[TestMessage]) -> (i32, Duration) {
-        let started = Instant::now();
-        let code = self.plugin.consume(id, "app", "netfaults", JSON, messages);
-        (code, started.elapsed())
+        self.plugin.timed_consume(id, "netfaults", messages)
     }
 
     fn record(&mut self, case: &'static str, took: Duration) {
@@ -120,13 +116,6 @@ fn messages(from: i64, count: i64, name_len: usize) -> Vec<TestMessage> {
             TestMessage::text(i as u64, &format!(r#"{{"id":{i},"name":"{name}"}}"#))
         })
         .collect()
-}
-
-fn assert_prompt(case: &str, took: Duration, deadline: Duration) {
-    assert!(
-        took <= deadline + GRACE,
-        "{case}: took {took:?}, more than its deadline {deadline:?} + {GRACE:?}"
-    );
 }
 
 /// The tablet server hangs (nothing answers on its socket, which stays

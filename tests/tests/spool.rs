@@ -16,14 +16,11 @@ use std::time::{Duration, Instant};
 use iggy_connector_fluss_sink::schema::TablePath;
 use integration_tests::fluss_cluster::{block, lookup_string_at, read_log_at, unique_table};
 use integration_tests::local_cluster::LocalCluster;
-use integration_tests::plugin::{Plugin, TestMessage, logged, next_id};
+use integration_tests::plugin::{GRACE, Plugin, TestMessage, assert_prompt, logged, next_id};
 use serde_json::{Value, json};
 
-const JSON: u32 = 0;
 /// `delivery_timeout` of every instance here.
 const DEADLINE: Duration = Duration::from_secs(2);
-/// How much later than its deadline a call may return.
-const GRACE: Duration = Duration::from_secs(1);
 /// The longest a spool may take to drain once Fluss is back.
 const DRAIN_LIMIT: Duration = Duration::from_secs(120);
 
@@ -59,15 +56,12 @@ impl Suite {
 
     fn open(&self, config: &Value) -> u32 {
         let id = next_id();
-        let code = self.plugin.open(id, &config.to_string());
-        assert_eq!(code, 0, "open failed: {:?}", logged(&format!("instance={id}")));
+        self.plugin.open_ok(id, config);
         id
     }
 
     fn consume(&self, id: u32, messages: &[TestMessage]) -> (i32, Duration) {
-        let started = Instant::now();
-        let code = self.plugin.consume(id, "app", "spool", JSON, messages);
-        (code, started.elapsed())
+        self.plugin.timed_consume(id, "spool", messages)
     }
 
     /// Consumes `messages`, which must succeed within the deadline.
@@ -117,13 +111,6 @@ fn messages(from: u64, count: u64) -> Vec<TestMessage> {
     (from..from + count)
         .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}"}}"#)))
         .collect()
-}
-
-fn assert_prompt(case: &str, took: Duration, deadline: Duration) {
-    assert!(
-        took <= deadline + GRACE,
-        "{case}: took {took:?}, more than its deadline {deadline:?} + {GRACE:?}"
-    );
 }
 
 /// Each of `ids` exactly once and nothing else.

@@ -240,11 +240,15 @@ impl JsonMapper {
             JsonParser::Sonic => {
                 let mut de = sonic_rs::Deserializer::from_slice(payload);
                 let parsed = de.deserialize_map(visitor).and_then(|()| de.end());
-                // A payload sonic-rs refuses is read again by serde_json, so
-                // that refusals (and their text) are the same as everywhere
-                // else, and so is one with a floating-point zero (sonic-rs 0.5
-                // reads `-0.0` as `0.0`): the rare payload pays, not the others.
-                if (parsed.is_err() && failure.is_none()) || zero.get() {
+                // A payload sonic-rs refuses, or one with a value the mapping
+                // refuses, is read again by serde_json, so that refusals (and
+                // their text) are the same as everywhere else: sonic-rs may
+                // meet a value it can refuse before the invalid JSON serde_json
+                // stops at (`"blob":00…`: sonic-rs reads a 0, serde_json an
+                // invalid number; found by fuzzing). So is one with a
+                // floating-point zero (sonic-rs 0.5 reads `-0.0` as `0.0`):
+                // the rare payload pays, not the others.
+                if parsed.is_err() || failure.is_some() || zero.get() {
                     slots.iter_mut().for_each(|slot| *slot = None);
                     return self.parse_with(JsonParser::SerdeJson, payload, slots);
                 }

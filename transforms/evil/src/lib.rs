@@ -86,7 +86,7 @@ impl fluss_transform_sdk::bindings::Guest for Evil {
                     "recursion" => {
                         std::hint::black_box(recurse(0));
                     }
-                    "trap" => core::arch::wasm32::unreachable(),
+                    "trap" => trap(),
                     "panic" => panic!("evil panic on offset {offset}"),
                     "huge-output" => {
                         let chunk = "x".repeat(1 << 16);
@@ -137,3 +137,12 @@ impl fluss_transform_sdk::bindings::Guest for Evil {
 }
 
 export_bindings!(Evil with_types_in fluss_transform_sdk::bindings);
+
+/// A WebAssembly `unreachable` trap. Natively (where only clippy builds
+/// this crate) an abort stands in for it.
+fn trap() -> ! {
+    #[cfg(target_arch = "wasm32")]
+    core::arch::wasm32::unreachable();
+    #[cfg(not(target_arch = "wasm32"))]
+    std::process::abort();
+}
