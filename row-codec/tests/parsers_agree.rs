@@ -121,6 +121,16 @@ fn nesting_past_any_stack_is_refused_not_a_crash() {
                 let refusal = mapped(JsonParser::Sonic, deep(field).as_bytes()).unwrap_err();
                 assert!(refusal.starts_with("payload is not valid JSON"), "{refusal}");
             }
+            // Found by fuzzing (a debug build overflowed at 200 levels): a
+            // payload that is itself a deep array, not an object.
+            for payload in [
+                "[".repeat(200_000),
+                format!("[[{}{{\"id\":1}}", "[".repeat(200_000)),
+            ] {
+                for parser in [JsonParser::Sonic, JsonParser::SerdeJson] {
+                    assert!(mapped(parser, payload.as_bytes()).is_err());
+                }
+            }
         })
         .unwrap()
         .join()

@@ -238,6 +238,13 @@ impl JsonMapper {
             }
             #[cfg(not(target_arch = "wasm32"))]
             JsonParser::Sonic => {
+                // Anything but an object is refused, and serde_json refuses
+                // it at its first byte; sonic-rs reads the whole value first,
+                // recursively: a payload of 200,000 `[` overflowed the stack
+                // (found by fuzzing).
+                if !starts_an_object(payload) {
+                    return self.parse_with(JsonParser::SerdeJson, payload, slots);
+                }
                 let mut de = sonic_rs::Deserializer::from_slice(payload);
                 let parsed = de.deserialize_map(visitor).and_then(|()| de.end());
                 // A payload sonic-rs refuses, or one with a value the mapping
@@ -268,6 +275,15 @@ impl JsonMapper {
         }
         self.columns.iter().position(|c| c.name == key)
     }
+}
+
+/// Whether `payload`'s first byte past JSON whitespace opens an object.
+#[cfg(not(target_arch = "wasm32"))]
+fn starts_an_object(payload: &[u8]) -> bool {
+    payload
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        .is_some_and(|b| *b == b'{')
 }
 
 /// The text of one top-level field of a JSON object: a string as it is,
