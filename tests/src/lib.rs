@@ -285,7 +285,8 @@ pub mod fluss_cluster {
         read_log_at(&bootstrap(), path, expected, timeout).await
     }
 
-    /// [`read_log`] from the cluster at `bootstrap_servers`.
+    /// [`read_log`] from the cluster at `bootstrap_servers`; every partition
+    /// of a partitioned table.
     pub async fn read_log_at(
         bootstrap_servers: &str,
         path: &TablePath,
@@ -293,14 +294,30 @@ pub mod fluss_cluster {
         timeout: Duration,
     ) -> Vec<Vec<String>> {
         let conn = connection_to(bootstrap_servers).await;
-        let table = conn
-            .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-            .await
-            .unwrap();
-        let buckets = table.get_table_info().get_num_buckets();
+        let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+        let table = conn.get_table(&fluss).await.unwrap();
+        let info = table.get_table_info();
+        let buckets = info.get_num_buckets();
         let scanner = table.new_scan().create_record_batch_log_scanner().unwrap();
-        for bucket in 0..buckets {
-            scanner.subscribe(bucket, EARLIEST_OFFSET).await.unwrap();
+        if info.get_partition_keys().is_empty() {
+            for bucket in 0..buckets {
+                scanner.subscribe(bucket, EARLIEST_OFFSET).await.unwrap();
+            }
+        } else {
+            let partitions = conn
+                .get_admin()
+                .unwrap()
+                .list_partition_infos(&fluss)
+                .await
+                .unwrap();
+            for partition in &partitions {
+                for bucket in 0..buckets {
+                    scanner
+                        .subscribe_partition(partition.get_partition_id(), bucket, EARLIEST_OFFSET)
+                        .await
+                        .unwrap();
+                }
+            }
         }
         poll_rows(&scanner, expected, timeout).await
     }
@@ -438,36 +455,6 @@ pub mod fluss_cluster {
                 .subscribe_partition(id, bucket, EARLIEST_OFFSET)
                 .await
                 .unwrap();
-        }
-        poll_rows(&scanner, expected, timeout).await
-    }
-
-    /// Every row of every partition of partitioned log table `path` at
-    /// `bootstrap_servers`, read as [`read_log_at`] reads.
-    pub async fn read_every_partition_at(
-        bootstrap_servers: &str,
-        path: &TablePath,
-        expected: usize,
-        timeout: Duration,
-    ) -> Vec<Vec<String>> {
-        let conn = connection_to(bootstrap_servers).await;
-        let fluss = FlussPath::new(path.database.clone(), path.table.clone());
-        let partitions = conn
-            .get_admin()
-            .unwrap()
-            .list_partition_infos(&fluss)
-            .await
-            .unwrap();
-        let table = conn.get_table(&fluss).await.unwrap();
-        let buckets = table.get_table_info().get_num_buckets();
-        let scanner = table.new_scan().create_record_batch_log_scanner().unwrap();
-        for partition in &partitions {
-            for bucket in 0..buckets {
-                scanner
-                    .subscribe_partition(partition.get_partition_id(), bucket, EARLIEST_OFFSET)
-                    .await
-                    .unwrap();
-            }
         }
         poll_rows(&scanner, expected, timeout).await
     }

@@ -133,22 +133,6 @@ impl LocalCluster {
         crate::fluss_cluster::id_counts(&self.bootstrap(), path, expected, timeout)
     }
 
-    /// [`LocalCluster::id_counts`] of partitioned log table `path`, every partition.
-    pub fn partitioned_id_counts(
-        &self,
-        path: &iggy_connector_fluss_sink::schema::TablePath,
-        expected: usize,
-        timeout: std::time::Duration,
-    ) -> std::collections::BTreeMap<i64, usize> {
-        use crate::fluss_cluster::{block, count_ids, read_every_partition_at};
-        count_ids(&block(read_every_partition_at(
-            &self.bootstrap(),
-            path,
-            expected,
-            timeout,
-        )))
-    }
-
     /// The script's environment for this cluster (to run it from another thread).
     pub fn env(&self) -> Vec<(&'static str, String)> {
         self.env.clone()

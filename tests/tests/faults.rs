@@ -186,9 +186,7 @@ fn hung_while_a_partition_is_made(suite: &mut Suite) {
     for i in (0..10).chain(20..30) {
         assert!(names.contains(&format!("n{i}")), "partition n{i} made: {names:?}");
     }
-    let ids = suite
-        .cluster
-        .partitioned_id_counts(&path, 20, Duration::from_secs(20));
+    let ids = suite.ids_in(&path, 20);
     assert_accounting(
         "hung while partitions are made",
         &ids,
