@@ -59,15 +59,21 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// The sum of every sample of metric `name` (any labels) that the plugin's
-/// Prometheus endpoint at `address` exports now; `None` when it exports none.
-pub fn scrape_sum(address: &str, name: &str) -> Option<f64> {
-    let text = ureq::get(format!("http://{address}/metrics"))
+/// What the plugin's Prometheus endpoint at `address` serves now; `None`
+/// when it does not answer.
+pub fn metrics_text(address: &str) -> Option<String> {
+    ureq::get(format!("http://{address}/metrics"))
         .call()
         .ok()?
         .body_mut()
         .read_to_string()
-        .ok()?;
+        .ok()
+}
+
+/// The sum of every sample of metric `name` (any labels) that the plugin's
+/// Prometheus endpoint at `address` exports now; `None` when it exports none.
+pub fn scrape_sum(address: &str, name: &str) -> Option<f64> {
+    let text = metrics_text(address)?;
     let samples: Vec<f64> = text
         .lines()
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))

@@ -21,12 +21,7 @@ static METRICS: std::sync::LazyLock<String> =
 
 /// The scraped value of the series `series` (name and labels, as printed).
 fn scrape(series: &str) -> Option<f64> {
-    let text = ureq::get(format!("http://{}/metrics", *METRICS))
-        .call()
-        .expect("the metrics endpoint answers")
-        .body_mut()
-        .read_to_string()
-        .unwrap();
+    let text = integration_tests::metrics_text(&METRICS).expect("the metrics endpoint answers");
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }
@@ -149,12 +144,7 @@ fn a_transform_swapped_mid_stream_handles_exactly_the_offsets_the_log_names() {
     assert_eq!(series("messages_written_total", ""), Some(300.0));
     assert_eq!(series("messages_filtered_total", ""), Some(300.0));
     // The scrape after the swap, for whoever runs this with --nocapture.
-    let text = ureq::get(format!("http://{}/metrics", *METRICS))
-        .call()
-        .unwrap()
-        .body_mut()
-        .read_to_string()
-        .unwrap();
+    let text = integration_tests::metrics_text(&METRICS).expect("the metrics endpoint answers");
     let instance = format!("instance=\"{id}\"");
     for line in text
         .lines()
