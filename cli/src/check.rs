@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use iggy_connector_fluss_sink::config::{SinkConfig, TableType};
-use iggy_connector_fluss_sink::schema::TableSchema;
-use iggy_connector_fluss_sink::transform::Transform;
-use iggy_connector_fluss_sink::writer::{FlussWriter, WriterSettings};
+use iggy_connector_fluss_sink::TableSchema;
+use iggy_connector_fluss_sink::Transform;
+use iggy_connector_fluss_sink::{FlussWriter, WriterSettings};
+use iggy_connector_fluss_sink::{SinkConfig, TableType};
 
 use crate::input;
 
@@ -117,7 +117,7 @@ fn fluss_schema(config: &SinkConfig, findings: &mut Findings) -> Option<Option<T
 }
 
 /// Runs every check and prints the findings; exit status 1 when any failed.
-pub fn run(path: &Path, offline: bool) -> ExitCode {
+pub(crate) fn run(path: &Path, offline: bool) -> ExitCode {
     let mut findings = Findings::default();
     let file = match input::connector_file(path) {
         Ok(f) => f,
@@ -218,7 +218,7 @@ pub fn run(path: &Path, offline: bool) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath};
+    use iggy_connector_fluss_sink::{Column, DataType, TablePath};
 
     fn schema(primary_key: &[&str], partition_keys: &[&str]) -> TableSchema {
         TableSchema {

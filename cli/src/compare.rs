@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use comfy_table::{ContentArrangement, Table};
-use iggy_connector_fluss_sink::batch::MessageBatch;
-use iggy_connector_fluss_sink::rows::{MessageOutcome, TransformOutput};
-use iggy_connector_fluss_sink::schema::TableSchema;
+use iggy_connector_fluss_sink::MessageBatch;
+use iggy_connector_fluss_sink::TableSchema;
+use iggy_connector_fluss_sink::{MessageOutcome, TransformOutput};
 use serde_json::{Value, json};
 
 use crate::dry_run::{Args, DryRunError, ShownRow, outputs, rows_by_message, stage};
@@ -106,7 +106,7 @@ pub(crate) fn differences(
 }
 
 /// Runs the comparison and prints it.
-pub fn run(args: &Args, candidate: &Path) -> Result<ExitCode, DryRunError> {
+pub(crate) fn run(args: &Args, candidate: &Path) -> Result<ExitCode, DryRunError> {
     let (schema, current_stage) = stage(args)?;
     let mut candidate_args = args.clone();
     candidate_args.transform = Some(candidate.to_path_buf());

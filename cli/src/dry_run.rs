@@ -7,12 +7,12 @@ use std::sync::Arc;
 use base64::Engine as _;
 use comfy_table::{ContentArrangement, Table};
 use fluss_row_codec::{Cell, RowKind};
-use iggy_connector_fluss_sink::batch::{MessageBatch, PayloadSchema};
-use iggy_connector_fluss_sink::mapping::JsonMapping;
-use iggy_connector_fluss_sink::pipeline::RowStage;
-use iggy_connector_fluss_sink::rows::{MessageOutcome, TransformOutput};
-use iggy_connector_fluss_sink::schema::TableSchema;
-use iggy_connector_fluss_sink::transform::{Transform, TransformSpec};
+use iggy_connector_fluss_sink::JsonMapping;
+use iggy_connector_fluss_sink::RowStage;
+use iggy_connector_fluss_sink::TableSchema;
+use iggy_connector_fluss_sink::{MessageBatch, PayloadSchema};
+use iggy_connector_fluss_sink::{MessageOutcome, TransformOutput};
+use iggy_connector_fluss_sink::{Transform, TransformSpec};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
@@ -20,7 +20,7 @@ use crate::input;
 
 /// Options of `dry-run`.
 #[derive(clap::Args, Clone)]
-pub struct Args {
+pub(crate) struct Args {
     /// JSON-lines file: one message payload per line (see --envelope).
     #[arg(long)]
     pub(crate) input: PathBuf,
@@ -56,7 +56,7 @@ pub struct Args {
 
 /// Why a dry run could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum DryRunError {
+pub(crate) enum DryRunError {
     /// An input file.
     #[error(transparent)]
     Input(#[from] input::InputError),
@@ -68,7 +68,7 @@ pub enum DryRunError {
     BadSetting(String),
     /// The transform did not load or failed a batch.
     #[error(transparent)]
-    Transform(#[from] iggy_connector_fluss_sink::transform::TransformError),
+    Transform(#[from] iggy_connector_fluss_sink::TransformError),
     /// The connector file's options do not describe a dry-runnable stage.
     #[error("{0}")]
     Unsupported(String),
@@ -162,7 +162,7 @@ pub(crate) fn outputs(
 }
 
 /// Runs the dry run and prints its report.
-pub fn run(args: Args) -> Result<ExitCode, DryRunError> {
+pub(crate) fn run(args: Args) -> Result<ExitCode, DryRunError> {
     if let Some(candidate) = args.compare.clone() {
         return crate::compare::run(&args, &candidate);
     }
@@ -311,11 +311,7 @@ pub(crate) fn rows_by_message(output: &TransformOutput, schema: &TableSchema) ->
     by_message
 }
 
-fn json_lines(
-    batch: &iggy_connector_fluss_sink::batch::MessageBatch,
-    output: &TransformOutput,
-    schema: &TableSchema,
-) -> Vec<String> {
+fn json_lines(batch: &MessageBatch, output: &TransformOutput, schema: &TableSchema) -> Vec<String> {
     let rows = rows_by_message(output, schema);
     output
         .outcomes
@@ -339,11 +335,7 @@ fn json_lines(
         .collect()
 }
 
-fn table(
-    batch: &iggy_connector_fluss_sink::batch::MessageBatch,
-    output: &TransformOutput,
-    schema: &TableSchema,
-) -> Table {
+fn table(batch: &MessageBatch, output: &TransformOutput, schema: &TableSchema) -> Table {
     let rows = rows_by_message(output, schema);
     let mut table = Table::new();
     table
@@ -390,7 +382,7 @@ mod tests {
 
     #[test]
     fn absent_cells_show_apart_from_null() {
-        use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath};
+        use iggy_connector_fluss_sink::{Column, DataType, TablePath};
         let schema = TableSchema {
             path: TablePath::new("d", "t"),
             columns: vec![

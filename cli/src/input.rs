@@ -3,14 +3,14 @@
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use iggy_connector_fluss_sink::batch::{Header, HeaderKind, MessageBatch, Source};
-use iggy_connector_fluss_sink::config::{ColumnConfig, SinkConfig};
-use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath, TableSchema};
+use iggy_connector_fluss_sink::{Column, DataType, TablePath, TableSchema};
+use iggy_connector_fluss_sink::{ColumnConfig, SinkConfig};
+use iggy_connector_fluss_sink::{Header, HeaderKind, MessageBatch, Source};
 use serde::Deserialize;
 
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum InputError {
+pub(crate) enum InputError {
     /// A file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -45,7 +45,7 @@ fn parse_error(path: &Path, reason: impl ToString) -> InputError {
 
 /// A connector file: the runtime's keys and the plugin's `[plugin_config]`.
 #[derive(Debug)]
-pub struct ConnectorFile {
+pub(crate) struct ConnectorFile {
     /// `type` (must be "sink").
     pub kind: Option<String>,
     /// `path` of the plugin library, as written.
@@ -74,7 +74,7 @@ fn redact_passwords(text: &str, message: &str) -> String {
 }
 
 /// Reads a connector file and checks its `[plugin_config]` as the plugin's `open` would.
-pub fn connector_file(path: &Path) -> Result<ConnectorFile, InputError> {
+pub(crate) fn connector_file(path: &Path) -> Result<ConnectorFile, InputError> {
     let text = read(path)?;
     let secret_safe = |e: &dyn std::fmt::Display| parse_error(path, redact_passwords(&text, &e.to_string()));
     let table: toml::Table = toml::from_str(&text).map_err(|e| secret_safe(&e))?;
@@ -103,7 +103,7 @@ struct SchemaFile {
 }
 
 /// Reads a schema file.
-pub fn schema_file(path: &Path) -> Result<TableSchema, InputError> {
+pub(crate) fn schema_file(path: &Path) -> Result<TableSchema, InputError> {
     let file: SchemaFile = toml::from_str(&read(path)?).map_err(|e| parse_error(path, e))?;
     let table: TablePath = file.table.parse().map_err(|e| parse_error(path, e))?;
     let mut columns = Vec::new();
@@ -140,7 +140,7 @@ struct Envelope {
 /// Reads messages, one per non-empty line, at offsets 0, 1, …: each line is
 /// the payload itself, or with `envelope` an object `{"payload": …,
 /// "headers": {"k": "v"}}` (a string payload is taken as its text).
-pub fn messages(path: &Path, envelope: bool) -> Result<MessageBatch, InputError> {
+pub(crate) fn messages(path: &Path, envelope: bool) -> Result<MessageBatch, InputError> {
     let file = std::fs::File::open(path).map_err(|source| InputError::Read {
         path: path.to_path_buf(),
         source,

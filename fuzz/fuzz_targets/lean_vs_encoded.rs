@@ -5,10 +5,10 @@
 #![no_main]
 
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::batch::{MessageBatch, Source};
-use iggy_connector_fluss_sink::mapping::{ColumnMapping, JsonMapping};
-use iggy_connector_fluss_sink::schema::{Column, DataType, TableSchema};
-use iggy_connector_fluss_sink::writer::{arrow_schema_of, to_record_batch};
+use iggy_connector_fluss_sink::{MessageBatch, Source};
+use iggy_connector_fluss_sink::{ColumnMapping, JsonMapping};
+use iggy_connector_fluss_sink::{Column, DataType, TableSchema};
+use iggy_connector_fluss_sink::test_support::{arrow_schema_of, to_record_batch};
 use libfuzzer_sys::fuzz_target;
 
 fn schema() -> TableSchema {

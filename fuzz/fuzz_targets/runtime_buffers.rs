@@ -5,8 +5,8 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use iggy_connector_fluss_sink::abi::decode;
-use iggy_connector_fluss_sink::batch::{HeaderKind, Source};
+use iggy_connector_fluss_sink::test_support::decode;
+use iggy_connector_fluss_sink::{HeaderKind, Source};
 use integration_tests::plugin::{TestMessage, encode};
 use libfuzzer_sys::fuzz_target;
 

@@ -17,9 +17,9 @@ use components::component;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fluss_row_codec::RowKind;
 use fluss_row_codec::json::JsonParser;
-use iggy_connector_fluss_sink::mapping::JsonMapping;
-use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
-use iggy_connector_fluss_sink::transform::{Transform, TransformSpec};
+use iggy_connector_fluss_sink::JsonMapping;
+use iggy_connector_fluss_sink::{TablePath, TableSchema};
+use iggy_connector_fluss_sink::{Transform, TransformSpec};
 
 const BATCH_SIZES: [usize; 4] = [1, 100, 1000, 10_000];
 

@@ -16,8 +16,8 @@ mod components;
 use common::json_batch_sized;
 use components::component;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use iggy_connector_fluss_sink::schema::{DataType, TablePath, TableSchema};
-use iggy_connector_fluss_sink::transform::{Transform, TransformSpec};
+use iggy_connector_fluss_sink::{DataType, TablePath, TableSchema};
+use iggy_connector_fluss_sink::{Transform, TransformSpec};
 
 /// (language, component file) pairs.
 const COMPONENTS: &[(&str, &str)] = &[

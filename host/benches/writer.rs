@@ -22,11 +22,11 @@ use fluss::client::{AppendWriter, FlussConnection};
 use fluss::metadata::TablePath as FlussPath;
 use fluss_row_codec::RowKind;
 use futures::future::join_all;
-use iggy_connector_fluss_sink::batch::MessageBatch;
-use iggy_connector_fluss_sink::deadline::Deadline;
-use iggy_connector_fluss_sink::mapping::{ColumnMapping, JsonMapping};
-use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
-use iggy_connector_fluss_sink::writer::{DeadLetterKind, FlussWriter, WriterSettings};
+use iggy_connector_fluss_sink::Deadline;
+use iggy_connector_fluss_sink::MessageBatch;
+use iggy_connector_fluss_sink::{ColumnMapping, JsonMapping};
+use iggy_connector_fluss_sink::{DeadLetterKind, FlussWriter, WriterSettings};
+use iggy_connector_fluss_sink::{TablePath, TableSchema};
 
 const SIZES: [(&str, usize); 3] = [("110B", 100), ("400B", 400), ("2KB", 2048)];
 const ROWS: [usize; 3] = [100, 1000, 10_000];
@@ -187,7 +187,7 @@ fn writer(c: &mut Criterion) {
         let sink_rows = SinkRows::for_table(&setup, mapping.clone(), &path);
         for rows in ROWS {
             let batch = common::json_batch_sized(rows, size);
-            let record = iggy_connector_fluss_sink::writer::to_record_batch(
+            let record = iggy_connector_fluss_sink::test_support::to_record_batch(
                 &mapping.map_batch(&batch),
                 &schema,
                 &arrow_schema,
@@ -294,7 +294,7 @@ fn partitioned(c: &mut Criterion) {
     let parted_rows = SinkRows::for_table(&setup, parted_mapping.clone(), &parted.path);
     for rows in [1000, 10_000] {
         let batch = common::json_batch_sized(rows, size);
-        let record = iggy_connector_fluss_sink::writer::to_record_batch(
+        let record = iggy_connector_fluss_sink::test_support::to_record_batch(
             &parted_mapping.map_batch(&batch),
             &parted,
             &arrow_schema,
@@ -334,7 +334,7 @@ fn partitioned(c: &mut Criterion) {
 /// an instance's metrics (acknowledgement histogram, rows by table, retries),
 /// the same rows into the same table, side by side.
 fn observed(c: &mut Criterion) {
-    use iggy_connector_fluss_sink::metrics::InstanceMetrics;
+    use iggy_connector_fluss_sink::InstanceMetrics;
     let setup = Setup::new();
     let observed = setup.runtime.block_on(async {
         FlussWriter::connect(WriterSettings {

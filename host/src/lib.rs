@@ -2,27 +2,72 @@
 //! runtime that lands messages in Apache Fluss, reshaped by user-supplied
 //! WebAssembly transforms.
 //!
-//! Data flows one way: `abi` (the runtime's C calls, decoded into a
-//! `batch`) → `pipeline` (one per instance, configured by `config`) →
-//! `transform` (WebAssembly) or `mapping` (JSON) → `rows` (encoded rows with
-//! one outcome per message) → `writer` (Fluss).
+//! Data flows one way:
+//!
+//! - `abi`: the runtime's C calls, decoded into a [`MessageBatch`]; the only
+//!   module that touches raw pointers;
+//! - `pipeline`: one per plugin instance, configured by `config`
+//!   ([`SinkConfig`]), spooling batches to disk (`spool`) when asked;
+//! - the row stage: a WebAssembly `transform` ([`Transform`]), the JSON
+//!   mapping ([`JsonMapping`], [`ColumnMapping`]) or Arrow IPC, each giving
+//!   one outcome per message and its rows (`rows`: [`TransformOutput`]);
+//! - `writer`: the rows written to Fluss ([`FlussWriter`]), dead letters
+//!   included, within one [`Deadline`] per call.
+//!
+//! The modules are private; this page is the crate's whole public surface,
+//! used by the `fluss-sink` CLI, the integration tests and the benchmarks.
+//! The `test-support` feature adds [`test_support`], for benchmarks and
+//! fuzz targets that need the sink's internals.
 
-#![warn(missing_docs)]
-
-pub mod abi;
-mod arrow_rows;
-pub mod batch;
-pub mod columns;
-pub mod config;
-pub mod deadline;
-pub mod decimal;
-pub mod mapping;
-pub mod metadata;
-pub mod metrics;
-pub mod pipeline;
+mod abi;
+mod batch;
+mod config;
+mod deadline;
+mod metrics;
+mod pipeline;
 mod private_dir;
-pub mod rows;
-pub mod schema;
-pub mod spool;
-pub mod transform;
-pub mod writer;
+mod rows;
+mod schema;
+mod spool;
+mod transform;
+mod writer;
+
+pub use batch::{BatchTooLarge, Header, HeaderKind, MessageBatch, MessageRef, PayloadSchema, Source};
+pub use config::{ColumnConfig, ConfigError, SinkConfig, TableType};
+pub use deadline::{Deadline, Expired};
+pub use metrics::InstanceMetrics;
+pub use pipeline::RowStage;
+pub use rows::json::{ColumnMapping, JsonMapping};
+pub use rows::{DeadLetterKind, MessageOutcome, RowBatch, RowEntry, TransformOutput};
+pub use schema::{BadTablePath, Column, DataType, TablePath, TableSchema};
+pub use transform::cache::LoadSource;
+pub use transform::{Limits, LoadInfo, Transform, TransformError, TransformSpec, TransformStats, version_of};
+pub use writer::{FlussWriter, WriteError, WriteReport, WriterSettings};
+
+/// The sink's internals that benchmarks and fuzz targets measure or feed
+/// directly; not a stable interface.
+#[cfg(feature = "test-support")]
+pub mod test_support {
+    use arrow::datatypes::SchemaRef;
+    use arrow::record_batch::RecordBatch;
+
+    use crate::{TableSchema, TransformOutput};
+
+    pub use crate::abi::decode;
+
+    /// Fluss's Arrow form of `schema`, as the writer appends it.
+    pub fn arrow_schema_of(schema: &TableSchema) -> Result<SchemaRef, String> {
+        crate::writer::arrow_schema_of(schema)
+    }
+
+    /// The Arrow record batch the writer appends for `output`'s rows of the
+    /// sink's own table (rows must fit `schema`), so that benchmarks can
+    /// hand fluss-rs the very same batch.
+    pub fn to_record_batch(
+        output: &TransformOutput,
+        schema: &TableSchema,
+        arrow_schema: &SchemaRef,
+    ) -> Result<RecordBatch, String> {
+        crate::writer::to_record_batch(output, schema, arrow_schema)
+    }
+}

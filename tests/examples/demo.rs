@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use comfy_table::Table;
-use iggy_connector_fluss_sink::schema::TablePath;
+use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::{block, bootstrap, read_log};
 use integration_tests::iggy::{Connector, Outgoing, Server, binaries, start_runtime, wait_for_table};
 use integration_tests::plugin::{Plugin, TestMessage, logged};

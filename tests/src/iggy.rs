@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use fluss::metadata::TablePath as FlussPath;
-use iggy_connector_fluss_sink::schema::TablePath;
+use iggy_connector_fluss_sink::TablePath;
 use serde_json::{Value, json};
 
 use crate::fluss_cluster::bootstrap;

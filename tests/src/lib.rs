@@ -8,10 +8,10 @@ pub mod local_cluster;
 pub mod plugin;
 
 use fluss_row_codec::Cell;
-use iggy_connector_fluss_sink::batch::{Header, MessageBatch, Source};
-use iggy_connector_fluss_sink::rows::TransformOutput;
-use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath, TableSchema};
-use iggy_connector_fluss_sink::transform::{Transform, TransformError, TransformSpec};
+use iggy_connector_fluss_sink::TransformOutput;
+use iggy_connector_fluss_sink::{Column, DataType, TablePath, TableSchema};
+use iggy_connector_fluss_sink::{Header, MessageBatch, Source};
+use iggy_connector_fluss_sink::{Transform, TransformError, TransformSpec};
 
 /// The repository's root folder.
 pub fn repo_root() -> PathBuf {
@@ -160,12 +160,12 @@ pub mod fluss_cluster {
     use arrow::util::display::array_value_to_string;
     use fluss::client::{EARLIEST_OFFSET, FlussConnection};
     use fluss::metadata::TablePath as FlussPath;
-    use iggy_connector_fluss_sink::schema::TablePath;
-    use iggy_connector_fluss_sink::writer::{FlussWriter, WriterSettings};
+    use iggy_connector_fluss_sink::TablePath;
+    use iggy_connector_fluss_sink::{FlussWriter, WriterSettings};
 
     /// Runs `future` to completion on a fresh current-thread runtime (for
     /// reading back from plain, blocking tests).
-    pub fn block<T>(future: impl std::future::Future<Output = T>) -> T {
+    pub fn block<T>(future: impl Future<Output = T>) -> T {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -271,12 +271,12 @@ pub mod fluss_cluster {
     /// the write fails as a whole.
     pub async fn write_json(
         w: &FlussWriter,
-        schema: &iggy_connector_fluss_sink::schema::TableSchema,
+        schema: &iggy_connector_fluss_sink::TableSchema,
         kind: fluss_row_codec::RowKind,
         payloads: &[&str],
-    ) -> iggy_connector_fluss_sink::writer::WriteReport {
-        use iggy_connector_fluss_sink::mapping::JsonMapping;
-        use iggy_connector_fluss_sink::writer::DeadLetterKind;
+    ) -> iggy_connector_fluss_sink::WriteReport {
+        use iggy_connector_fluss_sink::DeadLetterKind;
+        use iggy_connector_fluss_sink::JsonMapping;
         let batch = crate::text_batch(payloads);
         let output = JsonMapping::new(schema, kind).map_batch(&batch);
         w.write(&batch, output, &schema.path, DeadLetterKind::Mapping)

@@ -108,7 +108,7 @@ impl LocalCluster {
     }
 
     /// Drops table `path` in this cluster, failing the test if it cannot.
-    pub fn drop_table(&self, path: &iggy_connector_fluss_sink::schema::TablePath) {
+    pub fn drop_table(&self, path: &iggy_connector_fluss_sink::TablePath) {
         crate::fluss_cluster::block(async {
             let conn = crate::fluss_cluster::connection_to(&self.bootstrap()).await;
             conn.get_admin()
@@ -126,7 +126,7 @@ impl LocalCluster {
     /// table `path`, read past `expected` rows until the table is quiet.
     pub fn id_counts(
         &self,
-        path: &iggy_connector_fluss_sink::schema::TablePath,
+        path: &iggy_connector_fluss_sink::TablePath,
         expected: usize,
         timeout: std::time::Duration,
     ) -> std::collections::BTreeMap<i64, usize> {

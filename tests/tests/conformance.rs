@@ -5,9 +5,9 @@
 //! a payload that is not JSON, only the reason's prefix: each language's
 //! parser words its error its own way).
 
-use iggy_connector_fluss_sink::batch::{Header, HeaderKind};
-use iggy_connector_fluss_sink::rows::{MessageOutcome, TransformOutput};
-use iggy_connector_fluss_sink::schema::TableSchema;
+use iggy_connector_fluss_sink::TableSchema;
+use iggy_connector_fluss_sink::{Header, HeaderKind};
+use iggy_connector_fluss_sink::{MessageOutcome, TransformOutput};
 use integration_tests::load_transform as load;
 use integration_tests::{batch_of, rows_of, table};
 

@@ -5,9 +5,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use iggy_connector_fluss_sink::rows::{MessageOutcome, TransformOutput};
-use iggy_connector_fluss_sink::schema::TableSchema;
-use iggy_connector_fluss_sink::transform::{Limits, Transform, TransformError, TransformSpec};
+use iggy_connector_fluss_sink::TableSchema;
+use iggy_connector_fluss_sink::{Limits, Transform, TransformError, TransformSpec};
+use iggy_connector_fluss_sink::{MessageOutcome, TransformOutput};
 use integration_tests::{component, rows_of, table, test_cache_dir, text_batch};
 
 fn offsets_table() -> TableSchema {
@@ -397,15 +397,15 @@ mod load_errors {
         spec.cache_dir = Some(dir.path().to_path_buf());
         let first = Transform::load(&spec, &[offsets_table()]).unwrap();
         let second = Transform::load(&spec, &[offsets_table()]).unwrap();
-        use iggy_connector_fluss_sink::transform::cache::Source;
-        assert_eq!(first.load_info().source, Source::Compiled);
-        assert_eq!(second.load_info().source, Source::Cached);
+        use iggy_connector_fluss_sink::LoadSource;
+        assert_eq!(first.load_info().source, LoadSource::Compiled);
+        assert_eq!(second.load_info().source, LoadSource::Cached);
         // A corrupt entry is compiled again, not trusted.
         for entry in std::fs::read_dir(dir.path()).unwrap() {
             std::fs::write(entry.unwrap().path(), b"junk").unwrap();
         }
         let third = Transform::load(&spec, &[offsets_table()]).unwrap();
-        assert_eq!(third.load_info().source, Source::Compiled);
+        assert_eq!(third.load_info().source, LoadSource::Compiled);
         assert!(third.process(&text_batch(&["a"])).unwrap().outcomes.len() == 1);
     }
 
@@ -426,7 +426,7 @@ mod load_errors {
     /// An artifact planted (or left) writable by others is compiled over, not loaded.
     #[test]
     fn a_planted_artifact_others_could_write_is_not_loaded() {
-        use iggy_connector_fluss_sink::transform::cache::Source;
+        use iggy_connector_fluss_sink::LoadSource;
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let mut spec = TransformSpec::new(component("noop"));
@@ -440,7 +440,7 @@ mod load_errors {
             .path();
         std::fs::set_permissions(&artifact, std::fs::Permissions::from_mode(0o666)).unwrap();
         let again = Transform::load(&spec, &[offsets_table()]).unwrap();
-        assert_eq!(again.load_info().source, Source::Compiled);
+        assert_eq!(again.load_info().source, LoadSource::Compiled);
         let mode = std::fs::metadata(&artifact).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "the artifact is written again, private");
     }

@@ -25,9 +25,9 @@ use std::time::Duration;
 use fluss::metadata::{TableBucket, TablePath as FlussPath};
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::mapping::JsonMapping;
-use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
-use iggy_connector_fluss_sink::writer::{DeadLetterKind, FlussWriter, WriteReport, WriterSettings};
+use iggy_connector_fluss_sink::JsonMapping;
+use iggy_connector_fluss_sink::{DeadLetterKind, FlussWriter, WriteReport, WriterSettings};
+use iggy_connector_fluss_sink::{TablePath, TableSchema};
 use integration_tests::fluss_cluster::{
     bootstrap, connection_to, read_log_at, settings, unique_table, writer,
 };

@@ -6,12 +6,12 @@ use std::time::Duration;
 use fluss::metadata::TablePath as FlussPath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::mapping::JsonMapping;
-use iggy_connector_fluss_sink::writer::DeadLetterKind;
+use iggy_connector_fluss_sink::DeadLetterKind;
+use iggy_connector_fluss_sink::JsonMapping;
 use integration_tests::fluss_cluster::{connection, read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};
 
-fn events(path: &str) -> iggy_connector_fluss_sink::schema::TableSchema {
+fn events(path: &str) -> iggy_connector_fluss_sink::TableSchema {
     table(
         path,
         &[
@@ -159,14 +159,10 @@ async fn routed_tables_are_created_when_allowed_and_dead_lettered_when_not() {
             rows.end_row();
         }
         let target = format!("{}_acme", base);
-        iggy_connector_fluss_sink::rows::TransformOutput {
-            outcomes: vec![iggy_connector_fluss_sink::rows::MessageOutcome::Rows(1); 2],
-            rows: iggy_connector_fluss_sink::rows::RowBatch::from_encoded(
-                rows.into_bytes(),
-                vec![target],
-                &[1, 1],
-            )
-            .unwrap(),
+        iggy_connector_fluss_sink::TransformOutput {
+            outcomes: vec![iggy_connector_fluss_sink::MessageOutcome::Rows(1); 2],
+            rows: iggy_connector_fluss_sink::RowBatch::from_encoded(rows.into_bytes(), vec![target], &[1, 1])
+                .unwrap(),
         }
     };
     let batch = text_batch(&["a", "b"]);
@@ -175,7 +171,7 @@ async fn routed_tables_are_created_when_allowed_and_dead_lettered_when_not() {
         .await
         .unwrap();
     assert_eq!(report.written, 2);
-    let created: iggy_connector_fluss_sink::schema::TablePath = format!("{}_acme", base).parse().unwrap();
+    let created: iggy_connector_fluss_sink::TablePath = format!("{}_acme", base).parse().unwrap();
     assert_eq!(w.table_schema(&created).await.unwrap().columns, schema.columns);
     assert_eq!(
         read_log(&created, 2, Duration::from_secs(20)).await,
@@ -186,7 +182,7 @@ async fn routed_tables_are_created_when_allowed_and_dead_lettered_when_not() {
     s2.allowed_tables = vec![format!("{}.{}*", base.database, base.table).parse().unwrap()];
     let w2 = writer(s2).await;
     let mut out = transform_out;
-    out.rows = iggy_connector_fluss_sink::rows::RowBatch::from_encoded(
+    out.rows = iggy_connector_fluss_sink::RowBatch::from_encoded(
         {
             let mut rows = fluss_row_codec::RowsBuilder::new();
             rows.begin_row(RowKind::Append, 1);
@@ -232,9 +228,9 @@ async fn routed_names_outside_the_allow_list_are_dead_lettered() {
         rows.int(table as i32);
         rows.end_row();
     }
-    let out = iggy_connector_fluss_sink::rows::TransformOutput {
-        outcomes: vec![iggy_connector_fluss_sink::rows::MessageOutcome::Rows(1); 3],
-        rows: iggy_connector_fluss_sink::rows::RowBatch::from_encoded(
+    let out = iggy_connector_fluss_sink::TransformOutput {
+        outcomes: vec![iggy_connector_fluss_sink::MessageOutcome::Rows(1); 3],
+        rows: iggy_connector_fluss_sink::RowBatch::from_encoded(
             rows.into_bytes(),
             targets.to_vec(),
             &[1, 1, 1],
@@ -361,7 +357,7 @@ async fn metadata_columns_and_dynamic_routes_land_as_configured() {
         read_log(&base, 1, Duration::from_secs(20)).await,
         vec![vec!["1", "0", "app"]]
     );
-    let other: iggy_connector_fluss_sink::schema::TablePath = other.parse().unwrap();
+    let other: iggy_connector_fluss_sink::TablePath = other.parse().unwrap();
     assert_eq!(
         read_log(&other, 1, Duration::from_secs(20)).await,
         vec![vec!["2", "1", "app"]]
@@ -425,8 +421,8 @@ async fn a_log_table_with_a_bucket_key_takes_rows_one_by_one_into_every_bucket()
 /// a message that does not map is dead-lettered without holding the rest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lean_path_sends_chunk_after_chunk_and_keeps_their_order() {
-    use iggy_connector_fluss_sink::deadline::Deadline;
-    use iggy_connector_fluss_sink::mapping::ColumnMapping;
+    use iggy_connector_fluss_sink::ColumnMapping;
+    use iggy_connector_fluss_sink::Deadline;
 
     let path = unique_table("lean");
     let w = writer(settings()).await;

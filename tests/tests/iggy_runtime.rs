@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use fluss::metadata::TablePath as FlussPath;
-use iggy_connector_fluss_sink::schema::TablePath;
+use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::{block, bootstrap, connection, read_log, unique_table};
 use integration_tests::iggy::{Connector, Outgoing, Server, binaries_present, start_runtime, wait_for_table};
 use integration_tests::{component, test_cache_dir};

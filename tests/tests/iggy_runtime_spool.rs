@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use iggy_connector_fluss_sink::schema::TablePath;
+use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::{id_counts, missing_and_repeated, unique_table};
 use integration_tests::iggy::{Connector, Server, binaries_present, start_runtime, wait_for_table_at};
 use integration_tests::local_cluster::LocalCluster;

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use iggy_connector_fluss_sink::schema::TablePath;
+use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fault_proxy::{Direction, Fault, FaultProxy};
 use integration_tests::fluss_cluster::Times::{AtMostOnce, Once};
 use integration_tests::fluss_cluster::{assert_accounting, block, connection_to, unique_table};

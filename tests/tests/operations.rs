@@ -61,7 +61,7 @@ fn open(plugin: &Plugin, id: u32, config: &Value) {
 }
 
 /// A config for a log table `table` of (`id`, `name`) with `extra` options.
-fn config(table: &iggy_connector_fluss_sink::schema::TablePath, extra: Value) -> Value {
+fn config(table: &iggy_connector_fluss_sink::TablePath, extra: Value) -> Value {
     let mut config = json!({
         "bootstrap_servers": bootstrap(),
         "database": table.database,
@@ -76,7 +76,7 @@ fn config(table: &iggy_connector_fluss_sink::schema::TablePath, extra: Value) ->
 
 /// The version the log gives a component: its file's SHA-256, 12 hex digits.
 fn version(path: &Path) -> String {
-    iggy_connector_fluss_sink::transform::version_of(&std::fs::read(path).unwrap())
+    iggy_connector_fluss_sink::version_of(&std::fs::read(path).unwrap())
 }
 
 #[test]

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::mapping::JsonMapping;
-use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
-use iggy_connector_fluss_sink::writer::{DeadLetterKind, FlussWriter};
+use iggy_connector_fluss_sink::JsonMapping;
+use iggy_connector_fluss_sink::{DeadLetterKind, FlussWriter};
+use iggy_connector_fluss_sink::{TablePath, TableSchema};
 use integration_tests::fluss_cluster::{lookup, read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};
 

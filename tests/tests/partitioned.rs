@@ -9,8 +9,8 @@ use std::time::Duration;
 use fluss::metadata::TablePath as FlussPath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::schema::{TablePath, TableSchema};
-use iggy_connector_fluss_sink::writer::WriterSettings;
+use iggy_connector_fluss_sink::WriterSettings;
+use iggy_connector_fluss_sink::{TablePath, TableSchema};
 use integration_tests::fluss_cluster::{
     connection, lookup, newest_auto_partition, partition_names, read_log, read_partition, recent_days,
     settings, unique_table, write_json, writer,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use iggy_connector_fluss_sink::schema::TablePath;
+use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::{
     block, bootstrap, lookup_string, newest_auto_partition, read_log, recent_days, unique_table,
 };

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use iggy_connector_fluss_sink::schema::TablePath;
+use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::{block, lookup_string_at, read_log_at, unique_table};
 use integration_tests::local_cluster::LocalCluster;
 use integration_tests::plugin::{GRACE, Plugin, TestMessage, assert_prompt, logged, next_id};

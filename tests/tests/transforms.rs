@@ -1,12 +1,12 @@
 //! The example transforms, built as components, produce the rows they promise.
 
-use iggy_connector_fluss_sink::batch::{Header, HeaderKind};
-use iggy_connector_fluss_sink::rows::MessageOutcome;
-use iggy_connector_fluss_sink::transform::{Transform, TransformError, TransformSpec};
+use iggy_connector_fluss_sink::MessageOutcome;
+use iggy_connector_fluss_sink::{Header, HeaderKind};
+use iggy_connector_fluss_sink::{Transform, TransformError, TransformSpec};
 use integration_tests::load_transform as load;
 use integration_tests::{batch_of, component, rows_of, table, text_batch};
 
-fn events_table() -> iggy_connector_fluss_sink::schema::TableSchema {
+fn events_table() -> iggy_connector_fluss_sink::TableSchema {
     table(
         "db.events",
         &[

@@ -32,7 +32,7 @@ enum Outcome {
     TimedOut,
 }
 
-pub fn run(args: &[String]) -> Result<()> {
+pub(crate) fn run(args: &[String]) -> Result<()> {
     let (per_binary, cargo_args) = parse(args)?;
     let binaries = build(&cargo_args)?;
     let mut summary = Vec::new();

@@ -68,7 +68,7 @@ fn bindings(root: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn build(root: &Path, out_dir: &Path) -> Result<()> {
+pub(crate) fn build(root: &Path, out_dir: &Path) -> Result<()> {
     let started = Instant::now();
     if !toolchain_ready() {
         install_toolchain()?;

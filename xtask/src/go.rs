@@ -16,7 +16,7 @@ use crate::{Result, run, wasi_component};
 /// Go main packages that become components (`go-<name>.wasm`).
 const TRANSFORMS: &[&str] = &["json-to-row", "tenant-router"];
 
-pub fn build(root: &Path, out_dir: &Path) -> Result<()> {
+pub(crate) fn build(root: &Path, out_dir: &Path) -> Result<()> {
     let started = Instant::now();
     let sources = root.join("transforms/go");
     let work = root.join("target/guest-tools/go");

@@ -13,7 +13,7 @@ use crate::{Result, built, run};
 /// JavaScript sources that become components (`<name>.js`).
 const TRANSFORMS: &[&str] = &["json-to-row", "tenant-router"];
 
-pub fn build(root: &Path, out_dir: &Path) -> Result<()> {
+pub(crate) fn build(root: &Path, out_dir: &Path) -> Result<()> {
     let started = Instant::now();
     let sources = root.join("transforms/js");
     let tool = sources.join("node_modules/.bin/componentize-js");

@@ -17,7 +17,7 @@ const TRANSFORMS: &[(&str, &str)] = &[
     ("evil_sleep", "evil-sleep"),
 ];
 
-pub fn build(root: &Path, out_dir: &Path) -> Result<()> {
+pub(crate) fn build(root: &Path, out_dir: &Path) -> Result<()> {
     let started = Instant::now();
     let sources = root.join("transforms/python");
     let venv = root.join("target/guest-tools/python");

@@ -71,7 +71,7 @@ fn guest_cargo(program: &str, transforms: &Path) -> Command {
 }
 
 /// Builds the Rust transforms of `transforms/` into `out_dir`.
-pub fn build(root: &Path, out_dir: &Path) -> Result<()> {
+pub(crate) fn build(root: &Path, out_dir: &Path) -> Result<()> {
     let transforms = root.join("transforms");
     let started = Instant::now();
 

@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 
 use criterion::{BenchmarkId, Criterion};
-use iggy_connector_fluss_sink::schema::TableSchema;
-use iggy_connector_fluss_sink::transform::{Transform, TransformSpec};
+use iggy_connector_fluss_sink::TableSchema;
+use iggy_connector_fluss_sink::{Transform, TransformSpec};
 
 /// The built component `name`; panics with the command that builds it.
-pub fn component(name: &str) -> PathBuf {
+pub(crate) fn component(name: &str) -> PathBuf {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../target/wasm-transforms")
         .join(format!("{name}.wasm"));
@@ -22,7 +22,7 @@ pub fn component(name: &str) -> PathBuf {
 
 /// Benchmarks loading each `(label, component)` for `table`: compiled from
 /// scratch, and from a warm on-disk cache.
-pub fn load_times(c: &mut Criterion, group: &str, components: &[(&str, &str)], table: &TableSchema) {
+pub(crate) fn load_times(c: &mut Criterion, group: &str, components: &[(&str, &str)], table: &TableSchema) {
     let mut group = c.benchmark_group(group);
     group.sample_size(10);
     for (label, file) in components {

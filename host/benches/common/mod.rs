@@ -1,10 +1,10 @@
 //! Inputs shared by the benchmarks.
 
-use iggy_connector_fluss_sink::batch::{MessageBatch, Source};
-use iggy_connector_fluss_sink::schema::{Column, DataType, TablePath, TableSchema};
+use iggy_connector_fluss_sink::{Column, DataType, TablePath, TableSchema};
+use iggy_connector_fluss_sink::{MessageBatch, Source};
 
 /// The benchmark table: 6 columns.
-pub fn table(path: TablePath) -> TableSchema {
+pub(crate) fn table(path: TablePath) -> TableSchema {
     let col = |name: &str, ty: &str, nullable| Column::new(name, ty.parse::<DataType>().unwrap(), nullable);
     TableSchema {
         path,
@@ -24,7 +24,7 @@ pub fn table(path: TablePath) -> TableSchema {
 /// `n` JSON objects with 6 fields (see [`table`]): with short values
 /// (about 110 bytes) when `bytes` is under 150, else padded in their
 /// `session` string to about `bytes` bytes (at least about 200).
-pub fn json_batch_sized(n: usize, bytes: usize) -> MessageBatch {
+pub(crate) fn json_batch_sized(n: usize, bytes: usize) -> MessageBatch {
     if (1..150).contains(&bytes) {
         return short_json_batch(n);
     }

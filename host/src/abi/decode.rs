@@ -2,6 +2,9 @@
 //! `iggy_sink_consume` (layout in `docs/runtime-contract.md`),
 //! written from the byte layout, without the runtime's crates.
 
+// Public (through `test_support`) for the fuzz targets only.
+#![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
+
 use base64::Engine as _;
 
 use crate::batch::{BatchTooLarge, Header, HeaderKind, MessageBatch, PayloadSchema, Source};

@@ -22,7 +22,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{Layer, Registry};
 
 /// The runtime's log callback: level (0 TRACE … 4 ERROR), target, message.
-pub type LogCallback = extern "C" fn(
+pub(crate) type LogCallback = extern "C" fn(
     level: u8,
     target_ptr: *const u8,
     target_len: usize,
@@ -45,7 +45,7 @@ fn callbacks() -> &'static RwLock<Callbacks> {
 }
 
 /// Routes instance `id`'s events to `callback`, installing the bridge on first use.
-pub fn register(id: u32, callback: Option<LogCallback>) {
+pub(crate) fn register(id: u32, callback: Option<LogCallback>) {
     install();
     let mut c = callbacks().write().unwrap_or_else(|e| e.into_inner());
     match callback {
@@ -60,7 +60,7 @@ pub fn register(id: u32, callback: Option<LogCallback>) {
 }
 
 /// Stops routing to instance `id`'s callback (others stay).
-pub fn unregister(id: u32) {
+pub(crate) fn unregister(id: u32) {
     let mut c = callbacks().write().unwrap_or_else(|e| e.into_inner());
     if let Some(cb) = c.by_instance.remove(&id)
         && c.latest.map(|l| l as usize) == Some(cb as usize)
@@ -70,12 +70,12 @@ pub fn unregister(id: u32) {
 }
 
 /// The span to run instance `id`'s work in, so its events reach its callback.
-pub fn instance_span(id: u32) -> tracing::Span {
+pub(crate) fn instance_span(id: u32) -> tracing::Span {
     tracing::info_span!(INSTANCE_SPAN, instance = id)
 }
 
 /// Installs the bridge as this library's global subscriber (once).
-pub fn install() {
+pub(crate) fn install() {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         let filter = std::env::var("IGGY_FLUSS_SINK_LOG")

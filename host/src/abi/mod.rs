@@ -7,8 +7,11 @@
 //! that do not decode; `1` the sink's own open or consume failed (including
 //! a caught panic). Panics never cross the boundary.
 
+#[cfg(feature = "test-support")]
 pub mod decode;
-pub mod log;
+#[cfg(not(feature = "test-support"))]
+pub(crate) mod decode;
+pub(crate) mod log;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -22,7 +25,7 @@ use tracing::Instrument as _;
 use crate::batch::Source;
 use crate::config::SinkConfig;
 use crate::pipeline::Pipeline;
-pub use log::LogCallback;
+pub(crate) use log::LogCallback;
 
 /// Returned for success.
 const OK: i32 = 0;
@@ -140,7 +143,7 @@ unsafe fn borrowed<'a>(ptr: *const u8, len: usize) -> Option<&'a [u8]> {
 /// # Safety
 /// `config_ptr` must point to `config_len` readable bytes for the call.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn iggy_sink_open(
+pub(crate) unsafe extern "C" fn iggy_sink_open(
     id: u32,
     config_ptr: *const u8,
     config_len: usize,
@@ -215,7 +218,7 @@ pub unsafe extern "C" fn iggy_sink_open(
 /// # Safety
 /// Each pointer must point to its length of readable bytes for the call.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn iggy_sink_consume(
+pub(crate) unsafe extern "C" fn iggy_sink_consume(
     id: u32,
     topic_meta_ptr: *const u8,
     topic_meta_len: usize,
@@ -282,7 +285,7 @@ pub unsafe extern "C" fn iggy_sink_consume(
 /// Closes instance `id`: waits up to `close_timeout` for running consumes,
 /// then closes its Fluss connection. Never blocks for longer than twice that.
 #[unsafe(no_mangle)]
-pub extern "C" fn iggy_sink_close(id: u32) -> i32 {
+pub(crate) extern "C" fn iggy_sink_close(id: u32) -> i32 {
     guarded("close", id, || {
         let span = log::instance_span(id);
         let _entered = span.enter();
@@ -318,7 +321,7 @@ pub extern "C" fn iggy_sink_close(id: u32) -> i32 {
 
 /// The plugin's version, a static NUL-terminated string.
 #[unsafe(no_mangle)]
-pub extern "C" fn iggy_sink_version() -> *const std::ffi::c_char {
+pub(crate) extern "C" fn iggy_sink_version() -> *const std::ffi::c_char {
     static VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
     VERSION.as_ptr().cast()
 }

@@ -126,7 +126,7 @@ pub(super) mod duration {
 
     use serde::{Deserializer, Serializer, de};
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = super::lenient_string(d)?;
         humantime::parse_duration(&text).map_err(|e| {
             de::Error::custom(format!(
@@ -135,7 +135,7 @@ pub(super) mod duration {
         })
     }
 
-    pub fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&humantime::format_duration(*value).to_string())
     }
 }
@@ -146,13 +146,13 @@ pub(super) mod opt_duration {
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
         #[derive(Deserialize)]
         struct Wrapped(#[serde(with = "super::duration")] Duration);
         Ok(Option::<Wrapped>::deserialize(d)?.map(|w| w.0))
     }
 
-    pub fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
         match value {
             Some(v) => super::duration::serialize(v, s),
             None => s.serialize_none(),

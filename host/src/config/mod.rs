@@ -22,12 +22,12 @@ use crate::writer::routing::TablePattern;
 mod lenient;
 mod table;
 
-pub use lenient::Secret;
+pub(crate) use lenient::Secret;
 use lenient::{
     duration, lenient_string, lenient_string_map, lenient_usize, opt_byte_size, opt_duration,
     opt_lenient_string, opt_lenient_u32, opt_secret,
 };
-pub use table::AutoPartitionUnit;
+pub(crate) use table::AutoPartitionUnit;
 
 /// Why a config was refused.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@
 //!
 //! - [`server`]: the HTTP endpoint (`GET /metrics`, Prometheus text).
 
-pub mod server;
+pub(crate) mod server;
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -19,11 +19,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::rows::DeadLetterKind;
 use crate::schema::TablePath;
-use crate::writer::DeadLetterKind;
 
 /// Routed tables one instance labels by name; the rest are `other`.
-pub const MAX_TABLE_LABELS: usize = 32;
+pub(crate) const MAX_TABLE_LABELS: usize = 32;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -185,7 +185,7 @@ fn families() -> &'static Families {
 }
 
 /// The Prometheus text of every metric of the library now.
-pub fn render() -> String {
+pub(crate) fn render() -> String {
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &families().registry).expect("writing to a String");
     out

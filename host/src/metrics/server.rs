@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot serve metrics on {address}: {reason}")]
-pub struct ServeError {
+pub(crate) struct ServeError {
     /// The address asked for.
     pub address: String,
     /// What went wrong.
@@ -33,7 +33,7 @@ fn servers() -> &'static Mutex<HashMap<String, SocketAddr>> {
 /// Serves `/metrics` on `address` (such as `127.0.0.1:9464`) unless it is
 /// served already; returns the bound address. Call on a tokio runtime that
 /// outlives the instances (the plugin's own).
-pub async fn ensure(address: &str) -> Result<SocketAddr, ServeError> {
+pub(crate) async fn ensure(address: &str) -> Result<SocketAddr, ServeError> {
     let fail = |reason: String| ServeError {
         address: address.to_string(),
         reason,

@@ -28,7 +28,7 @@ pub use stage::RowStage;
 
 /// Why an instance could not open or a batch could not be written.
 #[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
+pub(crate) enum PipelineError {
     /// The config is refused.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -59,7 +59,7 @@ pub enum PipelineError {
 
 /// Counts of messages since the instance opened.
 #[derive(Debug, Default)]
-pub struct PipelineStats {
+pub(crate) struct PipelineStats {
     /// Messages handed to `consume`.
     pub received: AtomicU64,
     /// Messages whose rows Fluss acknowledged.
@@ -71,9 +71,8 @@ pub struct PipelineStats {
 }
 
 /// An open sink instance: the table, the stage that makes rows, the writer.
-pub struct Pipeline {
+pub(crate) struct Pipeline {
     table: TablePath,
-    schema: TableSchema,
     stage: Arc<RowStage>,
     /// The transform's versions, when there is a transform.
     versions: Option<reload::Versions>,
@@ -93,7 +92,7 @@ pub struct Pipeline {
 struct Held {
     schema: PayloadSchema,
     batch: Arc<MessageBatch>,
-    rows: Option<(Arc<TransformOutput>, crate::writer::DeadLetterKind)>,
+    rows: Option<(Arc<TransformOutput>, crate::rows::DeadLetterKind)>,
 }
 
 impl Held {
@@ -111,7 +110,7 @@ impl Pipeline {
     /// the config, loads the transform, and opens the spool (whose drainer
     /// replays what an earlier process left there before new batches).
     /// `instance` labels its metrics (the runtime's connector id).
-    pub async fn open(config: SinkConfig, instance: u32) -> Result<Arc<Self>, PipelineError> {
+    pub(crate) async fn open(config: SinkConfig, instance: u32) -> Result<Arc<Self>, PipelineError> {
         let table = config.table_path()?;
         let deadline = Deadline::after(config.open_timeout);
         let metrics = Arc::new(InstanceMetrics::new(instance));
@@ -170,7 +169,6 @@ impl Pipeline {
         tracing::info!(table = %table, "Fluss sink open");
         let pipeline = Arc::new(Self {
             table,
-            schema,
             stage: Arc::new(stage),
             versions,
             metrics,
@@ -183,23 +181,13 @@ impl Pipeline {
         Ok(pipeline)
     }
 
-    /// The sink table's schema as Fluss has it.
-    pub fn schema(&self) -> &TableSchema {
-        &self.schema
-    }
-
-    /// Message counts since open.
-    pub fn stats(&self) -> &PipelineStats {
-        &self.stats
-    }
-
     /// Writes `batch` and returns what became of its messages, once every
     /// row is acknowledged or dead-lettered, within `delivery_timeout`. The
     /// rows of the batch's `batch_size` chunks are made side by side on the
     /// blocking pool, then written as one: every append is sent before any
     /// acknowledgement is awaited. An error means some messages of the batch
     /// may not have reached Fluss: their offsets are logged at error level.
-    pub async fn consume(
+    pub(crate) async fn consume(
         self: &Arc<Self>,
         schema: PayloadSchema,
         batch: MessageBatch,
@@ -399,7 +387,7 @@ impl Pipeline {
     /// until then to empty the queue (what is left stays on disk for the
     /// next open), the Fluss connection what remains (at least 200 ms) for
     /// unsent rows.
-    pub async fn close(&self, timeout: Duration) {
+    pub(crate) async fn close(&self, timeout: Duration) {
         let deadline = Deadline::after(timeout);
         if let Some(spooler) = &self.spooler {
             spooler.close(timeout).await;

@@ -23,7 +23,7 @@ pub(super) struct Versions {
 impl Versions {
     /// Watches `reloadable`'s file every `interval` when `reload` is on,
     /// counting reloads in `metrics`.
-    pub fn new(
+    pub(super) fn new(
         reloadable: Arc<Reloadable>,
         reload: bool,
         interval: Duration,
@@ -56,7 +56,7 @@ impl Versions {
 
     /// The version `batch` is made with, from start to end. The first batch
     /// a new version handles is logged with its offsets.
-    pub fn for_batch(&self, batch: &MessageBatch) -> Arc<Transform> {
+    pub(super) fn for_batch(&self, batch: &MessageBatch) -> Arc<Transform> {
         let transform = self.reloadable.current();
         let mut handling = self.handling.lock().expect("version log poisoned");
         if *handling != transform.version() && !batch.is_empty() {

@@ -23,11 +23,12 @@ use tokio::task::JoinHandle;
 use super::{Held, Pipeline, PipelineError};
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
+use crate::rows::DeadLetterKind;
 use crate::schema::TablePath;
 use crate::spool::journal::{Journal, RecordFile};
 use crate::spool::record::SpooledBatch;
 use crate::spool::{SpoolError, SpoolMode};
-use crate::writer::{DeadLetterKind, WriteReport};
+use crate::writer::WriteReport;
 
 /// How often the spool's gauges are updated while the drainer waits.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(1);

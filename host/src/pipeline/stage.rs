@@ -8,12 +8,12 @@ use crate::batch::{MessageBatch, PayloadSchema};
 use crate::config::{PayloadFormat, SinkConfig, TableType};
 use arrow::datatypes::SchemaRef;
 
-use crate::columns::ColumnOutput;
-use crate::mapping::{ColumnMapping, JsonMapping};
+use crate::rows::DeadLetterKind;
+use crate::rows::columns::ColumnOutput;
+use crate::rows::json::{ColumnMapping, JsonMapping};
 use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
 use crate::schema::TableSchema;
 use crate::transform::{Transform, TransformError};
-use crate::writer::DeadLetterKind;
 
 /// How messages become rows: a WebAssembly transform, the JSON mapping, or
 /// Arrow IPC passthrough (written as it is, without rows).
@@ -23,7 +23,7 @@ pub enum RowStage {
     /// JSON fields onto columns by name.
     Json(JsonMapping),
     /// JSON fields onto a log table's Arrow columns in one pass (the lean
-    /// row path, see [`crate::columns`]).
+    /// row path, see [`crate::rows::columns`]).
     JsonColumns(ColumnMapping),
     /// Arrow IPC payloads appended as they are.
     ArrowIpc,

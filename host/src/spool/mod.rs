@@ -32,11 +32,11 @@ pub enum SpoolMode {
 }
 
 /// The default `spool.max_size`: 1 GiB.
-pub const DEFAULT_MAX_SIZE: u64 = 1 << 30;
+pub(crate) const DEFAULT_MAX_SIZE: u64 = 1 << 30;
 
 /// Where spools go when the config names no folder: under
 /// `XDG_STATE_HOME` or `HOME`, one folder per sink table.
-pub fn default_dir(table: &str) -> Option<PathBuf> {
+pub(crate) fn default_dir(table: &str) -> Option<PathBuf> {
     let base = std::env::var_os("XDG_STATE_HOME")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
@@ -50,7 +50,7 @@ pub fn default_dir(table: &str) -> Option<PathBuf> {
 
 /// Why the spool cannot be used, or a batch not made durable.
 #[derive(Debug, thiserror::Error)]
-pub enum SpoolError {
+pub(crate) enum SpoolError {
     /// No folder was named and none can be derived.
     #[error(
         "the spool has no folder: spool.path is not set and neither XDG_STATE_HOME nor HOME is; \

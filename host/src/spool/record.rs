@@ -13,8 +13,8 @@
 //! made again from the messages: they depend on the config alone.
 
 use crate::batch::{Header, HeaderKind, MessageBatch, PayloadSchema, Source};
+use crate::rows::DeadLetterKind;
 use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
-use crate::writer::DeadLetterKind;
 
 const MAGIC: &[u8; 4] = b"FSP1";
 

@@ -7,6 +7,6 @@ wasmtime::component::bindgen!({
 });
 
 /// The WIT package version this host implements.
-pub const WIT_PACKAGE: &str = "iggy:fluss-sink";
+pub(crate) const WIT_PACKAGE: &str = "iggy:fluss-sink";
 /// Its version; a component built against another cannot be loaded.
-pub const WIT_VERSION: &str = "0.3.0";
+pub(crate) const WIT_VERSION: &str = "0.3.0";

@@ -25,7 +25,7 @@ use wasmtime::component::Component;
 
 /// Where compiled artifacts go when the config names no folder: under
 /// `XDG_CACHE_HOME` or `HOME`, or nowhere.
-pub fn default_dir() -> Option<PathBuf> {
+pub(crate) fn default_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(dir).join("iggy-fluss-sink"));
     }
@@ -59,7 +59,7 @@ pub enum CacheError {
 }
 
 /// The cache file for `bytes` compiled by `engine`.
-pub fn artifact_path(dir: &Path, engine: &Engine, bytes: &[u8]) -> PathBuf {
+pub(crate) fn artifact_path(dir: &Path, engine: &Engine, bytes: &[u8]) -> PathBuf {
     let digest = Sha256::digest(bytes);
     let mut hasher = DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
@@ -69,7 +69,7 @@ pub fn artifact_path(dir: &Path, engine: &Engine, bytes: &[u8]) -> PathBuf {
 
 /// How a component was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum LoadSource {
     /// Loaded from the cache.
     Cached,
     /// Compiled now (and stored, when a cache folder is set).
@@ -77,7 +77,7 @@ pub enum Source {
 }
 
 /// Creates `dir` (mode 0700) when absent and checks that it is private.
-pub fn ensure_private(dir: &Path) -> Result<(), CacheError> {
+pub(crate) fn ensure_private(dir: &Path) -> Result<(), CacheError> {
     crate::private_dir::ensure(dir).map_err(|unfit| match unfit {
         Unfit::Io(source) => CacheError::Io {
             dir: dir.to_path_buf(),
@@ -112,13 +112,13 @@ fn read_artifact(path: &Path) -> Option<Vec<u8>> {
 /// Loads `bytes` compiled from the cache in `dir`, or compiles and stores them.
 /// A cache entry that cannot be read or does not match is compiled again.
 /// `dir` must have passed [`ensure_private`].
-pub fn load_or_compile(
+pub(crate) fn load_or_compile(
     engine: &Engine,
     bytes: &[u8],
     dir: Option<&Path>,
-) -> wasmtime::Result<(Component, Source)> {
+) -> wasmtime::Result<(Component, LoadSource)> {
     let Some(dir) = dir else {
-        return Ok((Component::new(engine, bytes)?, Source::Compiled));
+        return Ok((Component::new(engine, bytes)?, LoadSource::Compiled));
     };
     let path = artifact_path(dir, engine, bytes);
     // Read into memory rather than mapping the file, so that another process
@@ -130,7 +130,7 @@ pub fn load_or_compile(
         // `ensure_private`), and is itself this user's alone (checked by
         // `read_artifact`); Wasmtime re-checks the header on load.
         match unsafe { Component::deserialize(engine, &artifact) } {
-            Ok(component) => return Ok((component, Source::Cached)),
+            Ok(component) => return Ok((component, LoadSource::Cached)),
             Err(e) => {
                 tracing::warn!(path = %path.display(), "ignoring unusable compiled-component cache entry: {e}")
             }
@@ -140,7 +140,7 @@ pub fn load_or_compile(
     if let Err(e) = store(&path, &component.serialize()?) {
         tracing::warn!(path = %path.display(), "cannot cache the compiled component: {e}");
     }
-    Ok((component, Source::Compiled))
+    Ok((component, LoadSource::Compiled))
 }
 
 /// Writes `artifact` to `path` through a fresh temporary file of a random

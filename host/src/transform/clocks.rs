@@ -16,14 +16,14 @@ use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
 use wasmtime_wasi::p2::{DynPollable, Pollable, subscribe};
 
 /// The [`HasData`] marker for [`NonBlockingClock`].
-pub struct NonBlockingClocks;
+pub(super) struct NonBlockingClocks;
 
 impl HasData for NonBlockingClocks {
     type Data<'a> = NonBlockingClock<'a>;
 }
 
 /// A store's view for the monotonic clock: its resource table.
-pub struct NonBlockingClock<'a> {
+pub(super) struct NonBlockingClock<'a> {
     /// Where pollables go.
     pub table: &'a mut ResourceTable,
 }

@@ -17,7 +17,7 @@ use super::bindings::iggy::fluss_sink::host::{self, Level};
 const MAX_LOG_LINE: usize = 4096;
 
 /// Per-instance store data.
-pub struct GuestState {
+pub(super) struct GuestState {
     wasi: WasiCtx,
     table: ResourceTable,
     /// The memory limiter, also the high-water mark.
@@ -30,7 +30,7 @@ pub struct GuestState {
 
 impl GuestState {
     /// State for an instance of transform `name` with `max_memory` bytes.
-    pub fn new(name: Arc<str>, max_memory: usize) -> Self {
+    pub(super) fn new(name: Arc<str>, max_memory: usize) -> Self {
         // Grants nothing: no preopened folders, no sockets, no environment,
         // no arguments; stdin is empty and stdout/stderr go to the log.
         let wasi = WasiCtxBuilder::new()
@@ -62,7 +62,7 @@ impl GuestState {
 
 impl GuestState {
     /// The view the non-blocking monotonic clock works on.
-    pub fn clocks(&mut self) -> super::clocks::NonBlockingClock<'_> {
+    pub(super) fn clocks(&mut self) -> super::clocks::NonBlockingClock<'_> {
         super::clocks::NonBlockingClock {
             table: &mut self.table,
         }
@@ -110,7 +110,7 @@ impl super::bindings::iggy::fluss_sink::types::Host for GuestState {}
 
 /// Caps the linear memory of all of an instance's memories together, and
 /// remembers the most it reached.
-pub struct MemoryLimiter {
+pub(super) struct MemoryLimiter {
     max: usize,
     total: usize,
     /// The most memory the instance has held, in bytes.

@@ -18,7 +18,7 @@
 //!   each with the failure's description; the rest of the batch goes on.
 
 mod bindings;
-pub mod cache;
+pub(crate) mod cache;
 mod clocks;
 mod engine;
 mod error;
@@ -37,12 +37,12 @@ use wasmtime::Engine;
 use crate::batch::MessageBatch;
 use crate::rows::TransformOutput;
 use crate::schema::TableSchema;
-pub use bindings::{WIT_PACKAGE, WIT_VERSION};
+pub(crate) use bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use error::TransformError;
 use guest::GuestState;
 use isolation::Fault;
 use pool::Instance;
-pub use reload::{ReloadOutcome, Reloadable};
+pub(crate) use reload::{ReloadOutcome, Reloadable};
 
 /// Limits on one transform's instances. Every one has a default and can be set.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,7 +133,7 @@ pub struct TransformStats {
 #[derive(Debug, Clone, Copy)]
 pub struct LoadInfo {
     /// Compiled now or read from the cache.
-    pub source: cache::Source,
+    pub source: cache::LoadSource,
     /// Time to compile or deserialize.
     pub compile_time: Duration,
 }

@@ -16,7 +16,7 @@ use crate::schema::TableSchema;
 
 /// What a check of the file found.
 #[derive(Debug)]
-pub enum ReloadOutcome {
+pub(crate) enum ReloadOutcome {
     /// The file is as it was (or holds a version already refused).
     Unchanged,
     /// A new version is in force.
@@ -51,7 +51,7 @@ fn stamp(path: &Path) -> Option<Stamp> {
 }
 
 /// A transform whose file may be replaced while the sink runs.
-pub struct Reloadable {
+pub(crate) struct Reloadable {
     spec: TransformSpec,
     tables: Vec<TableSchema>,
     current: RwLock<Arc<Transform>>,
@@ -63,7 +63,7 @@ pub struct Reloadable {
 
 impl Reloadable {
     /// Loads the transform of `spec` for `tables` (the sink's first).
-    pub fn load(spec: TransformSpec, tables: &[TableSchema]) -> Result<Self, TransformError> {
+    pub(crate) fn load(spec: TransformSpec, tables: &[TableSchema]) -> Result<Self, TransformError> {
         let seen = stamp(&spec.path);
         let transform = Transform::load(&spec, tables)?;
         Ok(Self {
@@ -76,14 +76,14 @@ impl Reloadable {
     }
 
     /// The version in force; a batch keeps the one it got for all its calls.
-    pub fn current(&self) -> Arc<Transform> {
+    pub(crate) fn current(&self) -> Arc<Transform> {
         self.current.read().expect("transform lock poisoned").clone()
     }
 
     /// Looks at the file and, when it holds a new version, loads it, checks
     /// it and swaps it in. Blocking (it may compile): call it off the async
     /// workers.
-    pub fn check(&self) -> ReloadOutcome {
+    pub(crate) fn check(&self) -> ReloadOutcome {
         let now = stamp(&self.spec.path);
         {
             let mut seen = self.seen.lock().expect("reload state poisoned");

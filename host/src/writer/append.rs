@@ -14,11 +14,11 @@ use fluss_row_codec::RowView;
 use super::delivery::{Failure, racing_flush, undelivered};
 use super::tables::{Sink, Table};
 use super::{DeadLetterKind, FlussWriter, MAX_BUFFER_WAIT, PendingRow, WriteError, WriteReport, report_of};
-use crate::arrow_rows;
 use crate::batch::MessageBatch;
-use crate::columns::{ColumnOutput, ColumnRows};
 use crate::deadline::Deadline;
 use crate::rows::MessageOutcome;
+use crate::rows::columns::{ColumnOutput, ColumnRows};
+use crate::rows::to_fluss;
 use crate::schema::{TablePath, TableSchema};
 
 /// Roughly how many bytes one Arrow append carries when a write is cut
@@ -66,7 +66,7 @@ impl AppendRows for EncodedRows<'_, '_> {
 
     fn record(&self, rows: Range<usize>) -> Result<RecordBatch, String> {
         let views: Vec<RowView<'_>> = self.rows[rows].iter().map(|(_, _, r)| *r).collect();
-        arrow_rows::record_batch(&views, self.schema, self.arrow_schema)
+        to_fluss::record_batch(&views, self.schema, self.arrow_schema)
     }
 }
 

@@ -20,7 +20,7 @@ use crate::deadline::Deadline;
 use crate::schema::TablePath;
 
 /// The rows of one IPC stream payload, fitted to `table`, as one batch.
-pub fn decode(payload: &[u8], table: &SchemaRef) -> Result<RecordBatch, String> {
+pub(super) fn decode(payload: &[u8], table: &SchemaRef) -> Result<RecordBatch, String> {
     let reader = StreamReader::try_new(Cursor::new(payload), None)
         .map_err(|e| format!("payload is not an Arrow IPC stream: {e}"))?;
     let mut out = Vec::new();

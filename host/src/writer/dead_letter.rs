@@ -7,65 +7,14 @@ use fluss_row_codec::{RowKind, RowView};
 
 use super::tables::Sink;
 use super::{FlussWriter, WriteError, delivery};
-use crate::arrow_rows;
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
+use crate::rows::DeadLetterKind;
+use crate::rows::to_fluss;
 use crate::schema::{Column, DataType, TablePath, TableSchema};
 
-/// Where in the sink a message failed: the dead-letter table's `error_kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DeadLetterKind {
-    /// The JSON mapping could not make a row of the payload.
-    Mapping,
-    /// The WebAssembly transform failed on the message or dead-lettered it.
-    Transform,
-    /// An Arrow IPC payload did not decode or fit the table.
-    ArrowIpc,
-    /// A row named a table that cannot be had (unknown, not allowed).
-    Table,
-    /// A row does not fit its table's schema.
-    Schema,
-    /// A row's partition key is NULL or unusable, or its partition does
-    /// not exist and may not be created.
-    Partition,
-    /// Fluss refused the message's rows for good.
-    Write,
-}
-
-impl DeadLetterKind {
-    /// Every kind.
-    pub const ALL: [DeadLetterKind; 7] = [
-        Self::Mapping,
-        Self::Transform,
-        Self::ArrowIpc,
-        Self::Table,
-        Self::Schema,
-        Self::Partition,
-        Self::Write,
-    ];
-
-    /// The name stored in the dead-letter table.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Mapping => "mapping",
-            Self::Transform => "transform",
-            Self::ArrowIpc => "arrow_ipc",
-            Self::Table => "table",
-            Self::Schema => "schema",
-            Self::Partition => "partition",
-            Self::Write => "write",
-        }
-    }
-}
-
-impl std::fmt::Display for DeadLetterKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// The dead-letter table's schema.
-pub fn dead_letter_schema(path: TablePath) -> TableSchema {
+pub(crate) fn dead_letter_schema(path: TablePath) -> TableSchema {
     let col = |name: &str, t: DataType, nullable| Column::new(name, t, nullable);
     TableSchema {
         path,
@@ -89,7 +38,7 @@ pub fn dead_letter_schema(path: TablePath) -> TableSchema {
 /// Checks that an existing table can take dead letters: a log table whose
 /// columns are the dead-letter schema's (names, types, in order; a column
 /// may be nullable where the schema says NOT NULL).
-pub fn check_dead_letter_table(found: &TableSchema) -> Result<(), String> {
+pub(crate) fn check_dead_letter_table(found: &TableSchema) -> Result<(), String> {
     let wanted = dead_letter_schema(found.path.clone());
     if found.has_primary_key() {
         return Err(format!(
@@ -211,7 +160,7 @@ impl FlussWriter {
                 reason: format!("encoding dead letters: {e}"),
             })?;
         let record =
-            arrow_rows::record_batch(&views, &table.schema, &table.arrow_schema).map_err(|reason| {
+            to_fluss::record_batch(&views, &table.schema, &table.arrow_schema).map_err(|reason| {
                 WriteError::Table {
                     table: path.to_string(),
                     reason,

@@ -12,8 +12,8 @@ use fluss_row_codec::RowKind;
 use super::append::EncodedRows;
 use super::tables::{Sink, Table, fluss_path};
 use super::{FlussWriter, PendingRow, WriteError, partial};
-use crate::arrow_rows;
 use crate::deadline::Deadline;
+use crate::rows::to_fluss;
 use crate::schema::TablePath;
 
 /// How long an acknowledgement may take before the writer refreshes the
@@ -192,7 +192,7 @@ impl FlussWriter {
         let keyed = matches!(table.sink, Sink::Keyed(_));
         let mut converted = Vec::with_capacity(rows.len());
         for (message, kind, row) in rows {
-            match arrow_rows::generic_row(row, &table.schema) {
+            match to_fluss::generic_row(row, &table.schema) {
                 Ok(g) => converted.push((*message, *kind, g)),
                 Err(reason) => failures.push((*message, reason)),
             }

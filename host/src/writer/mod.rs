@@ -17,42 +17,42 @@ mod append;
 mod arrow_ipc;
 mod dead_letter;
 mod delivery;
-pub mod nodelay;
+pub(crate) mod nodelay;
 mod partial;
 mod partition_values;
 mod partitions;
-pub mod routing;
+pub(crate) mod routing;
 mod settings;
+mod steps;
 mod tables;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::datatypes::SchemaRef;
 use fluss::client::{FlussAdmin, FlussConnection};
 use fluss_row_codec::{RowKind, RowView};
 use tokio::sync::Mutex;
 
-use crate::arrow_rows;
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
-use crate::rows::{MessageOutcome, TransformOutput, check_row};
+use crate::rows::{DeadLetterKind, MessageOutcome, TransformOutput};
 use crate::schema::{TablePath, TableSchema};
 use tables::Table;
 
-pub use crate::decimal::decimal_unscaled;
-pub use dead_letter::{DeadLetterKind, check_dead_letter_table, dead_letter_schema};
+pub(crate) use dead_letter::{check_dead_letter_table, dead_letter_schema};
 pub use settings::WriterSettings;
-pub use tables::arrow_schema_of;
+#[cfg(any(test, feature = "test-support"))]
+pub(crate) use tables::arrow_schema_of;
 
 /// The Arrow record batch the writer appends for `output`'s rows of the
 /// sink's own table (rows must fit `schema`; `arrow_schema` is Fluss's Arrow
-/// form of it). Public so that benchmarks can hand fluss-rs the same batch.
-pub fn to_record_batch(
+/// form of it), for tests and benchmarks to compare against.
+#[cfg(any(test, feature = "test-support"))]
+pub(crate) fn to_record_batch(
     output: &TransformOutput,
     schema: &TableSchema,
-    arrow_schema: &SchemaRef,
+    arrow_schema: &arrow::datatypes::SchemaRef,
 ) -> Result<arrow::record_batch::RecordBatch, String> {
     let rows: Vec<RowView<'_>> = output
         .rows
@@ -60,7 +60,7 @@ pub fn to_record_batch(
         .filter(|(e, _)| e.table == 0)
         .map(|(_, row)| row)
         .collect();
-    arrow_rows::record_batch(&rows, schema, arrow_schema)
+    crate::rows::to_fluss::record_batch(&rows, schema, arrow_schema)
 }
 
 /// Why a write failed as a whole.
@@ -319,178 +319,6 @@ impl FlussWriter {
         let deadline = Deadline::after(self.settings.delivery_timeout);
         self.write_within(batch, output, default_table, stage, deadline)
             .await
-    }
-
-    /// Writes `output`'s rows for `batch` to `default_table` and the tables
-    /// the rows name, waits for every acknowledgement, and dead-letters what
-    /// cannot be written, all before `deadline`; `stage` names where earlier
-    /// dead letters came from. An error means some messages may not be in
-    /// Fluss.
-    pub async fn write_within(
-        &self,
-        batch: &MessageBatch,
-        output: TransformOutput,
-        default_table: &TablePath,
-        stage: DeadLetterKind,
-        deadline: Deadline,
-    ) -> Result<WriteReport, WriteError> {
-        self.guard_staleness(
-            default_table,
-            deadline,
-            self.write_rows_of(batch, output, default_table, stage, deadline),
-        )
-        .await
-    }
-
-    async fn write_rows_of(
-        &self,
-        batch: &MessageBatch,
-        mut output: TransformOutput,
-        default_table: &TablePath,
-        stage: DeadLetterKind,
-        deadline: Deadline,
-    ) -> Result<WriteReport, WriteError> {
-        let default = self.table(default_table, deadline).await?;
-        let mut kinds: Vec<DeadLetterKind> = vec![stage; batch.len()];
-
-        // Resolve every routed table; rows for one that cannot be had (or may
-        // not be routed to) dead-letter their message.
-        let mut routed: HashMap<u16, Arc<Table>> = HashMap::new();
-        for (index, name) in output.rows.tables().iter().enumerate() {
-            let resolved = if index >= routing::MAX_TABLES_PER_BATCH {
-                Err(format!(
-                    "the batch names more than {} distinct tables",
-                    routing::MAX_TABLES_PER_BATCH
-                ))
-            } else {
-                self.resolve_routed(name, default_table, &default, deadline)
-                    .await?
-            };
-            let index = (index + 1) as u16;
-            match resolved {
-                Ok(t) => {
-                    routed.insert(index, t);
-                }
-                Err(reason) => {
-                    for (entry, _) in output.rows.iter() {
-                        if entry.table == index {
-                            output.outcomes[entry.message as usize] =
-                                MessageOutcome::DeadLetter(format!("table {name}: {reason}"));
-                            kinds[entry.message as usize] = DeadLetterKind::Table;
-                        }
-                    }
-                }
-            }
-        }
-        let table_of = |t: u16| if t == 0 { Some(&default) } else { routed.get(&t) };
-        if self.settings.include_metadata {
-            crate::metadata::fill(&mut output, batch, |t| table_of(t).map(|t| &t.schema));
-        }
-
-        // Check every row against its table, once, here (the lean path's rows
-        // were checked by the mapping that made them); a row that does not
-        // fit dead-letters its message.
-        for (entry, row) in output.rows.iter() {
-            let m = entry.message as usize;
-            if matches!(output.outcomes[m], MessageOutcome::DeadLetter(_)) {
-                continue;
-            }
-            let Some(table) = table_of(entry.table) else {
-                continue;
-            };
-            if let Err(reason) = check_row(&table.schema, &row) {
-                output.outcomes[m] =
-                    MessageOutcome::DeadLetter(format!("table {}: {reason}", table.schema.path));
-                kinds[m] = DeadLetterKind::Schema;
-            }
-        }
-
-        // Partitioned tables: each row's partition; a row that belongs to no
-        // partition, or to one that cannot be had, dead-letters its message.
-        let partition_of = self
-            .place_in_partitions(&mut output, &mut kinds, &table_of, deadline)
-            .await?;
-
-        // Group the rows of live messages by table and partition, in order;
-        // the groups are written side by side.
-        let mut groups: Vec<(GroupKey<'_>, Vec<PendingRow<'_>>)> = Vec::new();
-        for (i, (entry, row)) in output.rows.iter().enumerate() {
-            if matches!(
-                output.outcomes[entry.message as usize],
-                MessageOutcome::DeadLetter(_)
-            ) {
-                continue;
-            }
-            let key = (entry.table, partition_of[i].as_deref());
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, rows)) => rows.push((entry.message, entry.kind, row)),
-                None => groups.push((key, vec![(entry.message, entry.kind, row)])),
-            }
-        }
-        let writes = groups.iter().map(|((table_index, _), rows)| async {
-            let table = table_of(*table_index).expect("resolved above");
-            let mut failures = Vec::new();
-            let written = self.write_group(table, rows, deadline, &mut failures).await;
-            if written.is_err()
-                && let Some(partitioning) = &table.partitioning
-            {
-                // A partition may have gone (dropped, or expired by Fluss).
-                partitioning.forget();
-            }
-            written.map(|()| failures)
-        });
-        let mut failures: Vec<(u32, String)> = Vec::new();
-        for written in futures::future::join_all(writes).await {
-            failures.extend(written?);
-        }
-        for (message, reason) in failures {
-            output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
-            kinds[message as usize] = DeadLetterKind::Write;
-        }
-
-        if let Some(metrics) = &self.metrics {
-            for ((table_index, _), rows) in &groups {
-                let written = rows
-                    .iter()
-                    .filter(|(m, _, _)| {
-                        !matches!(output.outcomes[*m as usize], MessageOutcome::DeadLetter(_))
-                    })
-                    .count();
-                if written > 0 {
-                    let table = &table_of(*table_index).expect("resolved above").schema.path;
-                    metrics.rows_written(table, written as u64);
-                }
-            }
-        }
-
-        let (report, letters) = report_of(&output.outcomes, &kinds);
-        self.dead_letter(batch, &letters, deadline).await?;
-        Ok(report)
-    }
-
-    /// The table a row names, if rows may go there and it can be had.
-    async fn resolve_routed(
-        &self,
-        name: &str,
-        default_table: &TablePath,
-        default: &Arc<Table>,
-        deadline: Deadline,
-    ) -> Result<Result<Arc<Table>, String>, WriteError> {
-        let path = match name.parse::<TablePath>() {
-            Ok(path) => path,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        if &path == default_table {
-            return Ok(Ok(default.clone()));
-        }
-        if let Some(reason) = self.router.refusal(&path) {
-            return Ok(Err(reason));
-        }
-        let resolved = self.resolve(&path, &default.schema, deadline).await?;
-        if let Err(reason) = &resolved {
-            self.router.remember_unknown(&path, reason);
-        }
-        Ok(resolved)
     }
 
     /// Whether the catalog says `path` does not exist (a dropped table);

@@ -23,11 +23,11 @@ use std::time::{Duration, Instant};
 use fluss::client::FlussConnection;
 
 /// How often the background sweep looks for new connections.
-pub const SWEEP_INTERVAL: Duration = Duration::from_millis(250);
+pub(crate) const SWEEP_INTERVAL: Duration = Duration::from_millis(250);
 
 /// A TCP socket of this process and its peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerSocket {
+pub(crate) struct PeerSocket {
     /// The descriptor.
     pub fd: RawFd,
     /// Where it is connected.
@@ -37,7 +37,7 @@ pub struct PeerSocket {
 }
 
 /// The connected TCP sockets of this process whose peer is in `peers`.
-pub fn peer_sockets(peers: &HashSet<SocketAddr>) -> Vec<PeerSocket> {
+pub(crate) fn peer_sockets(peers: &HashSet<SocketAddr>) -> Vec<PeerSocket> {
     let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
         return Vec::new();
     };
@@ -75,7 +75,7 @@ pub fn peer_sockets(peers: &HashSet<SocketAddr>) -> Vec<PeerSocket> {
 
 /// Sets `TCP_NODELAY` on every socket of this process connected to one of
 /// `peers`; returns how many it had to change.
-pub fn sweep(peers: &HashSet<SocketAddr>) -> usize {
+pub(crate) fn sweep(peers: &HashSet<SocketAddr>) -> usize {
     let mut changed = 0;
     for socket in peer_sockets(peers).into_iter().filter(|s| !s.nodelay) {
         // SAFETY: as in `peer_sockets`: borrowed for one call, never closed.
@@ -89,7 +89,7 @@ pub fn sweep(peers: &HashSet<SocketAddr>) -> usize {
 }
 
 /// Keeps `TCP_NODELAY` on the connections of one Fluss client.
-pub struct Sweeper {
+pub(crate) struct Sweeper {
     connection: Arc<FlussConnection>,
     bootstrap: Vec<String>,
     /// The resolved addresses of the cluster's servers, and the `host:port`
@@ -107,7 +107,7 @@ const SOON: Duration = Duration::from_millis(10);
 
 impl Sweeper {
     /// A sweeper for `connection`, bootstrapped from `bootstrap_servers`.
-    pub fn new(connection: Arc<FlussConnection>, bootstrap_servers: &str) -> Self {
+    pub(crate) fn new(connection: Arc<FlussConnection>, bootstrap_servers: &str) -> Self {
         Self {
             connection,
             bootstrap: bootstrap_servers
@@ -165,7 +165,7 @@ impl Sweeper {
     }
 
     /// Sweeps unless a sweep ran in the last few milliseconds.
-    pub async fn sweep_soon(&self) {
+    pub(crate) async fn sweep_soon(&self) {
         let recent = self
             .last
             .lock()
@@ -177,7 +177,7 @@ impl Sweeper {
     }
 
     /// Sets `TCP_NODELAY` on the client's connections now.
-    pub async fn sweep_now(&self) {
+    pub(crate) async fn sweep_now(&self) {
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         let peers = self.peers().await;
         let changed = sweep(&peers);
@@ -187,7 +187,7 @@ impl Sweeper {
     }
 
     /// Sweeps every [`SWEEP_INTERVAL`] until the returned handle is aborted.
-    pub fn spawn(self: &Arc<Self>) -> tokio::task::AbortHandle {
+    pub(crate) fn spawn(self: &Arc<Self>) -> tokio::task::AbortHandle {
         let this = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(SWEEP_INTERVAL);

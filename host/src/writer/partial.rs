@@ -35,7 +35,7 @@ pub(super) struct KeyedSink {
 
 impl KeyedSink {
     /// The sink of a table opened for upserts.
-    pub fn new(upsert: TableUpsert) -> fluss::error::Result<Self> {
+    pub(super) fn new(upsert: TableUpsert) -> fluss::error::Result<Self> {
         Ok(Self {
             full: Arc::new(upsert.create_writer()?),
             upsert,
@@ -45,7 +45,7 @@ impl KeyedSink {
     }
 
     /// The writer for rows that give `columns`.
-    pub fn writer(&self, columns: &ColumnSet) -> Result<Arc<UpsertWriter>, String> {
+    pub(super) fn writer(&self, columns: &ColumnSet) -> Result<Arc<UpsertWriter>, String> {
         let Some(columns) = columns else {
             return Ok(self.full.clone());
         };
@@ -67,7 +67,7 @@ impl KeyedSink {
     }
 
     /// The full writer (its flush flushes every writer of the connection).
-    pub fn full(&self) -> &UpsertWriter {
+    pub(super) fn full(&self) -> &UpsertWriter {
         &self.full
     }
 }
@@ -119,7 +119,7 @@ pub(super) struct GatePass<'g> {
 
 impl ColumnSetGate {
     /// Waits until writes of `set` may go (none of another set in flight).
-    pub async fn enter(&self, set: &ColumnSet) -> GatePass<'_> {
+    pub(super) async fn enter(&self, set: &ColumnSet) -> GatePass<'_> {
         loop {
             let opened = self.opened.notified();
             tokio::pin!(opened);

@@ -37,7 +37,7 @@ impl Partitioning {
     /// The partitioning of `schema`, if it is partitioned. `create_missing`
     /// is the `auto_create_partitions` option; left out, the sink creates
     /// partitions unless Fluss does (auto-partitioning).
-    pub fn of(
+    pub(super) fn of(
         schema: &TableSchema,
         auto_partitioned: bool,
         create_missing: Option<bool>,
@@ -66,13 +66,13 @@ impl Partitioning {
     }
 
     /// The name of the partition `row` belongs to, or why it belongs to none.
-    pub fn partition_of(&self, row: &RowView<'_>) -> Result<String, String> {
+    pub(super) fn partition_of(&self, row: &RowView<'_>) -> Result<String, String> {
         self.name_with(|index| Ok(row.cells().nth(index)))
     }
 
     /// The partition of each row of an Arrow batch of the table, as the
     /// batch's rows grouped by partition, in order of first appearance.
-    pub fn split(&self, batch: &RecordBatch) -> Result<Vec<(String, RecordBatch)>, String> {
+    pub(super) fn split(&self, batch: &RecordBatch) -> Result<Vec<(String, RecordBatch)>, String> {
         let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
         for row in 0..batch.num_rows() {
             let name = self
@@ -125,7 +125,7 @@ impl Partitioning {
 
     /// Forgets which partitions exist (one may have been dropped, or expired
     /// by Fluss's retention): the next write lists them again.
-    pub fn forget(&self) {
+    pub(super) fn forget(&self) {
         self.known.lock().expect("partition set poisoned").clear();
     }
 

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use crate::schema::TablePath;
 
 /// How long a table that could not be opened is not asked for again.
-pub const UNKNOWN_TABLE_TTL: Duration = Duration::from_secs(30);
+pub(crate) const UNKNOWN_TABLE_TTL: Duration = Duration::from_secs(30);
 
 /// The most distinct routed tables one batch may name; rows for the tables
 /// past it dead-letter their message.
-pub const MAX_TABLES_PER_BATCH: usize = 64;
+pub(crate) const MAX_TABLES_PER_BATCH: usize = 64;
 
 /// A `database.table` pattern where `*` stands for any run of characters
 /// (within its part: a `*` never matches the dot).
@@ -72,7 +72,7 @@ fn glob(pattern: &str, text: &str) -> bool {
 
 /// The routing policy of one writer.
 #[derive(Debug, Default)]
-pub struct Router {
+pub(crate) struct Router {
     allowed: Vec<TablePattern>,
     dead_letter_table: Option<TablePath>,
     unknown: Mutex<HashMap<TablePath, (Instant, String)>>,
@@ -80,7 +80,7 @@ pub struct Router {
 
 impl Router {
     /// Routes to tables matching `allowed`, never to `dead_letter_table`.
-    pub fn new(allowed: Vec<TablePattern>, dead_letter_table: Option<TablePath>) -> Self {
+    pub(crate) fn new(allowed: Vec<TablePattern>, dead_letter_table: Option<TablePath>) -> Self {
         Self {
             allowed,
             dead_letter_table,
@@ -89,7 +89,7 @@ impl Router {
     }
 
     /// Why rows may not go to `path` (other than the sink's own table), if they may not.
-    pub fn refusal(&self, path: &TablePath) -> Option<String> {
+    pub(crate) fn refusal(&self, path: &TablePath) -> Option<String> {
         if self.dead_letter_table.as_ref() == Some(path) {
             return Some("it is the dead-letter table, which takes dead letters only".into());
         }
@@ -119,7 +119,7 @@ impl Router {
     }
 
     /// Remembers that `path` could not be had, and why.
-    pub fn remember_unknown(&self, path: &TablePath, reason: &str) {
+    pub(crate) fn remember_unknown(&self, path: &TablePath, reason: &str) {
         let mut unknown = self.unknown.lock().unwrap_or_else(|e| e.into_inner());
         if unknown.len() >= 10_000 {
             unknown.retain(|_, (at, _)| at.elapsed() < UNKNOWN_TABLE_TTL);

@@ -33,7 +33,7 @@ pub struct WriterSettings {
     pub allowed_tables: Vec<TablePattern>,
     /// Buckets of tables the sink creates.
     pub bucket_count: Option<i32>,
-    /// Fill metadata columns from the messages (see [`crate::metadata`]).
+    /// Fill metadata columns from the messages (see [`crate::rows::metadata`]).
     pub include_metadata: bool,
     /// Create a partition rows need that does not exist; `None`: unless
     /// Fluss creates the table's partitions itself (auto-partitioning).

@@ -60,8 +60,10 @@ fn fluss_type(column: &Column) -> fluss::metadata::DataType {
 }
 
 /// The Arrow schema fluss-rs appends to a table of `schema`'s columns (what
-/// an open table's `arrow_schema` is, without asking the cluster).
-pub fn arrow_schema_of(schema: &TableSchema) -> Result<SchemaRef, String> {
+/// an open table's `arrow_schema` is, without asking the cluster), for
+/// tests and benchmarks.
+#[cfg(any(test, feature = "test-support"))]
+pub(crate) fn arrow_schema_of(schema: &TableSchema) -> Result<SchemaRef, String> {
     let fields = schema
         .columns
         .iter()

@@ -13,10 +13,10 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use fluss_row_codec::{Cell, RowKind, RowSink};
 
-use crate::arrow_rows::ColumnBuilder;
 use crate::batch::MessageBatch;
-use crate::metadata::MetadataColumn;
 use crate::rows::MessageOutcome;
+use crate::rows::metadata::MetadataColumn;
+use crate::rows::to_fluss::ColumnBuilder;
 use crate::schema::TableSchema;
 
 /// Rows of the sink's table as Arrow record batches (one per chunk of the
@@ -125,7 +125,7 @@ impl ColumnOutput {
 /// mapping. A cell its column cannot take (rare: the mapping makes cells
 /// for their columns) spoils the row, which is left out at the end and
 /// reported by [`ColumnsBuilder::take_refusal`].
-pub struct ColumnsBuilder<'b> {
+pub(crate) struct ColumnsBuilder<'b> {
     batch: &'b MessageBatch,
     schema: &'b TableSchema,
     arrow_schema: SchemaRef,
@@ -145,7 +145,7 @@ impl<'b> ColumnsBuilder<'b> {
     /// A builder for rows of `schema` (`arrow_schema` its Arrow form) made
     /// from `batch`'s messages, with room for one row per message; with
     /// `include_metadata`, metadata columns are filled from the message.
-    pub fn new(
+    pub(crate) fn new(
         batch: &'b MessageBatch,
         schema: &'b TableSchema,
         arrow_schema: SchemaRef,
@@ -187,17 +187,17 @@ impl<'b> ColumnsBuilder<'b> {
     }
 
     /// The next row (if any) is message `index`'s.
-    pub fn for_message(&mut self, index: u32) {
+    pub(crate) fn for_message(&mut self, index: u32) {
         self.message = index;
     }
 
     /// Why the last row was left out, if it was.
-    pub fn take_refusal(&mut self) -> Option<String> {
+    pub(crate) fn take_refusal(&mut self) -> Option<String> {
         self.refusal.take()
     }
 
     /// The rows made, without the spoiled ones.
-    pub fn finish(self) -> Result<ColumnRows, String> {
+    pub(crate) fn finish(self) -> Result<ColumnRows, String> {
         let mut columns = self
             .builders
             .into_iter()
@@ -277,7 +277,7 @@ mod tests {
 
     use super::*;
     use crate::batch::Source;
-    use crate::mapping::{ColumnMapping, JsonMapping};
+    use crate::rows::json::{ColumnMapping, JsonMapping};
     use crate::schema::{Column, DataType, TablePath};
     use crate::writer::{arrow_schema_of, to_record_batch};
 
@@ -415,7 +415,7 @@ mod tests {
         let mut encoded = JsonMapping::new(&schema, RowKind::Append)
             .with_metadata(true)
             .map_batch(&batch);
-        crate::metadata::fill(&mut encoded, &batch, |_| Some(&schema));
+        crate::rows::metadata::fill(&mut encoded, &batch, |_| Some(&schema));
         let arrow_schema = arrow_schema_of(&schema).unwrap();
         let record = out.rows.record(0..2).unwrap();
         assert_eq!(record, to_record_batch(&encoded, &schema, &arrow_schema).unwrap());

@@ -17,7 +17,7 @@ use crate::rows::{RowBatch, TransformOutput};
 use crate::schema::TableSchema;
 
 /// The metadata column names, in the order of the table above.
-pub const METADATA_COLUMNS: [&str; 6] = [
+pub(crate) const METADATA_COLUMNS: [&str; 6] = [
     "iggy_stream",
     "iggy_topic",
     "iggy_partition",
@@ -27,13 +27,13 @@ pub const METADATA_COLUMNS: [&str; 6] = [
 ];
 
 /// Whether `name` is a metadata column.
-pub fn is_metadata_column(name: &str) -> bool {
+pub(crate) fn is_metadata_column(name: &str) -> bool {
     METADATA_COLUMNS.contains(&name)
 }
 
 /// One of the metadata columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetadataColumn {
+pub(crate) enum MetadataColumn {
     /// `iggy_stream`.
     Stream,
     /// `iggy_topic`.
@@ -50,7 +50,7 @@ pub enum MetadataColumn {
 
 impl MetadataColumn {
     /// The metadata column called `name`, if it is one.
-    pub fn of(name: &str) -> Option<Self> {
+    pub(crate) fn of(name: &str) -> Option<Self> {
         Some(match name {
             "iggy_stream" => Self::Stream,
             "iggy_topic" => Self::Topic,
@@ -63,7 +63,12 @@ impl MetadataColumn {
     }
 
     /// Hands `put` this column's cell for message `index` of `batch`.
-    pub fn with_cell<R>(self, batch: &MessageBatch, index: usize, put: impl FnOnce(Cell<'_>) -> R) -> R {
+    pub(crate) fn with_cell<R>(
+        self,
+        batch: &MessageBatch,
+        index: usize,
+        put: impl FnOnce(Cell<'_>) -> R,
+    ) -> R {
         let message = || batch.get(index);
         match self {
             Self::Stream => put(Cell::String(&batch.source.stream)),
@@ -78,7 +83,7 @@ impl MetadataColumn {
 
 /// Rewrites every row whose table has metadata columns, putting the
 /// message's metadata in them. `schema_of` gives a row's table (by index).
-pub fn fill<'s>(
+pub(crate) fn fill<'s>(
     output: &mut TransformOutput,
     batch: &MessageBatch,
     schema_of: impl Fn(u16) -> Option<&'s TableSchema>,
@@ -110,7 +115,7 @@ pub fn fill<'s>(
 mod tests {
     use super::*;
     use crate::batch::Source;
-    use crate::mapping::JsonMapping;
+    use crate::rows::json::JsonMapping;
     use crate::schema::{Column, DataType, TablePath};
     use fluss_row_codec::RowKind;
 

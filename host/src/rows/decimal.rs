@@ -3,7 +3,7 @@
 
 /// Decimal text as an unscaled integer at `scale`, rounded half away from
 /// zero, checked against `precision`.
-pub fn decimal_unscaled(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
+pub(crate) fn decimal_unscaled(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
     let t = text.trim();
     let (negative, digits) = match t.strip_prefix('-') {
         Some(rest) => (true, rest),

@@ -1,5 +1,5 @@
 //! Cells → Arrow arrays, for appends to log tables (from encoded rows, or
-//! straight from the JSON mapping: see [`crate::columns`]), and encoded rows
+//! straight from the JSON mapping: see [`crate::rows::columns`]), and encoded rows
 //! → Fluss `GenericRow`s, for upserts and deletes on primary-key tables.
 
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use arrow::record_batch::RecordBatch;
 use fluss::row::{Date, Datum, Decimal, GenericRow, Time, TimestampLtz, TimestampNtz};
 use fluss_row_codec::{Cell, RowView};
 
-use crate::decimal::decimal_unscaled;
+use crate::rows::decimal::decimal_unscaled;
 use crate::schema::{DataType, TableSchema};
 
 fn as_i64(cell: Cell<'_>) -> Option<i64> {
@@ -227,7 +227,7 @@ impl ColumnBuilder {
 
 /// One record batch from rows checked against `schema` (`check_row`), in
 /// one pass over their cells.
-pub fn record_batch(
+pub(crate) fn record_batch(
     rows: &[RowView<'_>],
     schema: &TableSchema,
     arrow_schema: &SchemaRef,
@@ -254,7 +254,7 @@ pub fn record_batch(
 }
 
 /// One Fluss row from a row already checked against `schema`.
-pub fn generic_row(row: &RowView<'_>, schema: &TableSchema) -> Result<GenericRow<'static>, String> {
+pub(crate) fn generic_row(row: &RowView<'_>, schema: &TableSchema) -> Result<GenericRow<'static>, String> {
     let mut out = GenericRow::new(schema.columns.len());
     for (i, (cell, column)) in row.cells().zip(&schema.columns).enumerate() {
         let datum: Datum<'static> = match (cell, column.data_type) {

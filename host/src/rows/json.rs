@@ -10,8 +10,8 @@ use fluss_row_codec::{DEFAULT_TABLE, RowKind, RowsBuilder};
 use arrow::datatypes::SchemaRef;
 
 use crate::batch::{Header, MessageBatch};
-use crate::columns::{ColumnOutput, ColumnRows, ColumnsBuilder};
-use crate::metadata::is_metadata_column;
+use crate::rows::columns::{ColumnOutput, ColumnRows, ColumnsBuilder};
+use crate::rows::metadata::is_metadata_column;
 use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
 use crate::schema::Column;
 use crate::schema::TableSchema;
@@ -39,7 +39,7 @@ impl JsonMapping {
     }
 
     /// With metadata columns on, a payload need not carry the metadata
-    /// columns (see [`crate::metadata`]); the writer fills them.
+    /// columns (see [`crate::rows::metadata`]); the writer fills them.
     pub fn with_metadata(self, include_metadata: bool) -> Self {
         if !include_metadata {
             return self;
@@ -176,7 +176,7 @@ impl JsonMapping {
 }
 
 /// The JSON mapping onto a log table's Arrow columns in one pass (see
-/// [`crate::columns`]): the same coercions and refusals as
+/// [`crate::rows::columns`]): the same coercions and refusals as
 /// [`JsonMapping::map_batch`], without encoded rows in between.
 #[derive(Debug, Clone)]
 pub struct ColumnMapping {

@@ -1,0 +1,293 @@
+//! What a batch became: one outcome per message and the rows, kept in the
+//! compact encoding (see `fluss_row_codec`) until the writer turns them into
+//! Arrow batches or keyed writes.
+
+pub(crate) mod check;
+pub(crate) mod columns;
+pub(crate) mod decimal;
+pub(crate) mod json;
+pub(crate) mod metadata;
+mod outcome;
+pub(crate) mod to_fluss;
+
+use fluss_row_codec::{DEFAULT_TABLE, RowKind, RowView, Rows};
+
+use crate::schema::TableSchema;
+pub(crate) use check::partial_update_refusal;
+pub use outcome::{DeadLetterKind, MessageOutcome};
+
+/// Where one row sits in a [`RowBatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowEntry {
+    /// Index of the message the row came from, within its batch.
+    pub message: u32,
+    /// What to do with the row.
+    pub kind: RowKind,
+    /// 0 for the sink's table, else 1-based into [`RowBatch::tables`].
+    pub table: u16,
+    cell_count: u16,
+    start: u32,
+    end: u32,
+}
+
+/// Encoded rows with, for each, its message and its place in the buffer.
+#[derive(Debug, Clone, Default)]
+pub struct RowBatch {
+    bytes: Vec<u8>,
+    tables: Vec<String>,
+    entries: Vec<RowEntry>,
+}
+
+impl RowBatch {
+    /// Reads `bytes` (rows in the compact encoding) and gives each row to its
+    /// message: message `i` owns the next `counts[i]` rows. Fails when the
+    /// buffer does not decode, names a table index out of range, or holds
+    /// more or fewer rows than the counts add up to.
+    pub fn from_encoded(bytes: Vec<u8>, tables: Vec<String>, counts: &[u32]) -> Result<Self, String> {
+        let expected: u64 = counts.iter().map(|&c| c as u64).sum();
+        let mut entries = Vec::with_capacity(expected as usize);
+        let mut owners = counts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &c)| std::iter::repeat_n(i as u32, c as usize));
+        for row in Rows::new(&bytes) {
+            let row = row.map_err(|e| e.to_string())?;
+            if row.table as usize > tables.len() {
+                return Err(format!(
+                    "row at byte {} names table index {} but the output lists {} tables",
+                    row.offset,
+                    row.table,
+                    tables.len()
+                ));
+            }
+            let message = owners.next().ok_or_else(|| {
+                format!("the outcomes account for {expected} rows but the row buffer holds more")
+            })?;
+            entries.push(RowEntry {
+                message,
+                kind: row.kind,
+                table: row.table,
+                cell_count: row.cell_count,
+                start: row.offset as u32,
+                end: (row.offset + row.encoded_len()) as u32,
+            });
+        }
+        if (entries.len() as u64) < expected {
+            return Err(format!(
+                "the outcomes account for {expected} rows but the row buffer holds {}",
+                entries.len()
+            ));
+        }
+        Ok(Self {
+            bytes,
+            tables,
+            entries,
+        })
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Size of the encoded rows in bytes.
+    pub fn encoded_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Table names other than the sink's own, 1-based in [`RowEntry::table`].
+    pub fn tables(&self) -> &[String] {
+        &self.tables
+    }
+
+    /// The name a row's table index stands for; `None` for the sink's table.
+    pub fn table_name(&self, table: u16) -> Option<&str> {
+        if table == DEFAULT_TABLE {
+            None
+        } else {
+            self.tables.get(table as usize - 1).map(String::as_str)
+        }
+    }
+
+    /// Every row with its entry.
+    pub fn iter(&self) -> impl Iterator<Item = (RowEntry, RowView<'_>)> + '_ {
+        // Every row was fully decoded once when the batch was built, so the
+        // views are rebuilt from the entries without decoding again.
+        self.entries.iter().map(|e| {
+            let row = RowView {
+                kind: e.kind,
+                table: e.table,
+                cell_count: e.cell_count,
+                cell_bytes: &self.bytes[e.start as usize + 5..e.end as usize],
+                offset: e.start as usize,
+            };
+            (*e, row)
+        })
+    }
+
+    /// Every row's message and its encoded bytes, in order (rows dropped by
+    /// [`RowBatch::retain_messages`] left out): what [`RowBatch::from_encoded`]
+    /// reads back.
+    pub(crate) fn encoded_rows(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        self.entries
+            .iter()
+            .map(|e| (e.message, &self.bytes[e.start as usize..e.end as usize]))
+    }
+
+    /// Keeps only rows whose message `keep` accepts.
+    pub fn retain_messages(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        self.entries.retain(|e| keep(e.message));
+    }
+
+    /// Appends `other`'s rows, shifting their message indexes by `message_offset`.
+    pub fn append(&mut self, other: RowBatch, message_offset: u32) {
+        let base = self.bytes.len() as u32;
+        let remap: Vec<u16> = other
+            .tables
+            .iter()
+            .map(|name| match self.tables.iter().position(|t| t == name) {
+                Some(i) => (i + 1) as u16,
+                None => {
+                    self.tables.push(name.clone());
+                    self.tables.len() as u16
+                }
+            })
+            .collect();
+        self.bytes.extend_from_slice(&other.bytes);
+        self.entries.extend(other.entries.into_iter().map(|e| RowEntry {
+            message: e.message + message_offset,
+            table: if e.table == DEFAULT_TABLE {
+                DEFAULT_TABLE
+            } else {
+                remap[e.table as usize - 1]
+            },
+            start: e.start + base,
+            end: e.end + base,
+            ..e
+        }));
+    }
+}
+
+/// The result of turning a batch into rows.
+#[derive(Debug, Clone, Default)]
+pub struct TransformOutput {
+    /// One per input message, in order.
+    pub outcomes: Vec<MessageOutcome>,
+    /// The rows of the messages whose outcome is [`MessageOutcome::Rows`].
+    pub rows: RowBatch,
+}
+
+impl TransformOutput {
+    /// Appends the output of the next messages of the same batch.
+    pub fn append(&mut self, other: TransformOutput) {
+        let offset = self.outcomes.len() as u32;
+        self.outcomes.extend(other.outcomes);
+        self.rows.append(other.rows, offset);
+    }
+
+    /// Messages that became rows, were filtered and were dead-lettered.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let mut counts = (0, 0, 0);
+        for o in &self.outcomes {
+            match o {
+                MessageOutcome::Rows(0) => counts.1 += 1,
+                MessageOutcome::Rows(_) => counts.0 += 1,
+                MessageOutcome::DeadLetter(_) => counts.2 += 1,
+            }
+        }
+        counts
+    }
+
+    /// Checks every row against its table's schema, as `lookup` gives it
+    /// (`None` for the sink's own table); rows for tables it does not know
+    /// are left for the writer to check. A message with a row that does not
+    /// fit is dead-lettered with the reason and all its rows are dropped.
+    pub fn check_rows<'s>(&mut self, lookup: impl Fn(Option<&str>) -> Option<&'s TableSchema>) {
+        let misfits = check::misfits(self, |table| lookup(self.rows.table_name(table)));
+        if misfits.is_empty() {
+            return;
+        }
+        for misfit in misfits {
+            self.outcomes[misfit.message as usize] = MessageOutcome::DeadLetter(format!(
+                "row {} for table {}: {}",
+                misfit.ordinal, misfit.schema.path, misfit.reason
+            ));
+        }
+        let outcomes = &self.outcomes;
+        self.rows
+            .retain_messages(|m| matches!(outcomes[m as usize], MessageOutcome::Rows(_)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fluss_row_codec::RowsBuilder;
+
+    fn encoded(rows: &[(u16, i64)]) -> Vec<u8> {
+        let mut b = RowsBuilder::new();
+        for &(table, v) in rows {
+            b.begin_row(RowKind::Append, table);
+            b.bigint(v);
+            b.end_row();
+        }
+        b.into_bytes()
+    }
+
+    #[test]
+    fn rows_go_to_their_messages() {
+        let batch = RowBatch::from_encoded(
+            encoded(&[(0, 1), (1, 2), (0, 3)]),
+            vec!["db.x".into()],
+            &[2, 0, 1],
+        )
+        .unwrap();
+        let owners: Vec<u32> = batch.iter().map(|(e, _)| e.message).collect();
+        assert_eq!(owners, vec![0, 0, 2]);
+        assert_eq!(batch.table_name(1), Some("db.x"));
+        assert_eq!(batch.table_name(0), None);
+    }
+
+    #[test]
+    fn counts_must_match_the_rows() {
+        let err = RowBatch::from_encoded(encoded(&[(0, 1), (0, 2)]), vec![], &[1]).unwrap_err();
+        assert!(err.contains("holds more"), "{err}");
+        let err = RowBatch::from_encoded(encoded(&[(0, 1)]), vec![], &[1, 1]).unwrap_err();
+        assert!(err.contains("holds 1"), "{err}");
+        let err = RowBatch::from_encoded(encoded(&[(3, 1)]), vec![], &[1]).unwrap_err();
+        assert!(err.contains("table index 3"), "{err}");
+    }
+
+    #[test]
+    fn append_remaps_tables_and_messages() {
+        let mut a = TransformOutput {
+            outcomes: vec![MessageOutcome::Rows(1)],
+            rows: RowBatch::from_encoded(encoded(&[(1, 1)]), vec!["db.a".into()], &[1]).unwrap(),
+        };
+        let b = TransformOutput {
+            outcomes: vec![MessageOutcome::DeadLetter("x".into()), MessageOutcome::Rows(2)],
+            rows: RowBatch::from_encoded(
+                encoded(&[(1, 2), (2, 3)]),
+                vec!["db.b".into(), "db.a".into()],
+                &[0, 2],
+            )
+            .unwrap(),
+        };
+        a.append(b);
+        let rows: Vec<(u32, Option<&str>)> = a
+            .rows
+            .iter()
+            .map(|(e, _)| (e.message, a.rows.table_name(e.table)))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![(0, Some("db.a")), (2, Some("db.b")), (2, Some("db.a"))]
+        );
+        assert_eq!(a.counts(), (2, 0, 1));
+    }
+}
