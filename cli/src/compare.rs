@@ -12,8 +12,9 @@ use iggy_connector_fluss_sink::TableSchema;
 use iggy_connector_fluss_sink::{MessageOutcome, TransformOutput};
 use serde_json::{Value, json};
 
-use crate::dry_run::{Args, DryRunError, ShownRow, outputs, rows_by_message, stage};
 use crate::input;
+use crate::shown::{ShownRow, rows_by_message};
+use crate::stage::{Args, DryRunError, outputs, stage};
 
 /// What became of one message, comparable between two stages.
 fn outcome(outcome: &MessageOutcome, rows: &[ShownRow]) -> Value {

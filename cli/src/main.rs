@@ -10,6 +10,8 @@ mod check;
 mod compare;
 mod dry_run;
 mod input;
+mod shown;
+mod stage;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,7 +32,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run messages through a transform (or the JSON mapping) as the sink would, writing nothing.
-    DryRun(dry_run::Args),
+    DryRun(stage::Args),
     /// Validate a connector file: options, transform, and the table in Fluss when reachable.
     Check {
         /// The connector file (TOML) with a `[plugin_config]` table.
@@ -54,13 +56,16 @@ fn main() -> ExitCode {
         })
         .init();
     match cli.command {
-        Command::DryRun(args) => match dry_run::run(args) {
-            Ok(code) => code,
-            Err(e) => {
+        Command::DryRun(args) => {
+            let ran = match args.compare.clone() {
+                Some(candidate) => compare::run(&args, &candidate),
+                None => dry_run::run(args),
+            };
+            ran.unwrap_or_else(|e| {
                 eprintln!("error: {e}");
                 ExitCode::from(2)
-            }
-        },
+            })
+        }
         Command::Check { config, offline } => check::run(&config, offline),
     }
 }
