@@ -141,7 +141,20 @@ impl Plugin {
     /// own log lines when it refuses.
     pub fn open_ok(&self, id: u32, config: &serde_json::Value) {
         let code = self.open(id, &config.to_string());
-        assert_eq!(code, 0, "open failed: {:?}", logged(&format!("instance={id}")));
+        assert_eq!(
+            code,
+            0,
+            "open failed (the dlopen tests need Fluss: `scripts/fluss-local.sh start`): {:?}",
+            logged(&format!("instance={id}"))
+        );
+    }
+
+    /// Opens a new instance (the next free id) with `config`, as
+    /// [`Plugin::open_ok`] does; gives its id.
+    pub fn open_new(&self, config: &serde_json::Value) -> u32 {
+        let id = next_id();
+        self.open_ok(id, config);
+        id
     }
 
     /// `iggy_sink_consume(id, …)` with already encoded buffers.

@@ -51,13 +51,6 @@ impl Suite {
         })
     }
 
-    /// Opens `config` as a new instance, failing the test with the plugin's words.
-    fn open(&self, config: &Value) -> u32 {
-        let id = next_id();
-        self.plugin.open_ok(id, config);
-        id
-    }
-
     /// Consumes `messages`; the return code and how long it took.
     fn consume(&self, id: u32, messages: &[TestMessage]) -> (i32, Duration) {
         self.plugin.timed_consume(id, "faults", messages)
@@ -116,7 +109,7 @@ fn messages(from: u64, count: u64) -> Vec<TestMessage> {
 /// naming the offsets; after the thaw the same instance writes again.
 fn hung_during_consume(suite: &mut Suite) {
     let (path, dlq) = (unique_table("hung"), unique_table("hung_dlq"));
-    let id = suite.open(&suite.config(&path, &dlq, DEADLINE));
+    let id = suite.plugin.open_new(&suite.config(&path, &dlq, DEADLINE));
     assert_eq!(suite.consume(id, &messages(0, 100)).0, 0, "the warm-up batch");
 
     suite.freeze();
@@ -160,7 +153,7 @@ fn hung_while_a_partition_is_made(suite: &mut Suite) {
         {"name": "name", "type": "STRING", "nullable": false}
     ]);
     config["partition_keys"] = json!(["name"]);
-    let id = suite.open(&config);
+    let id = suite.plugin.open_new(&config);
     assert_eq!(suite.consume(id, &messages(0, 10)).0, 0, "the warm-up batch");
 
     // messages() names every row `n<id>`: each batch needs new partitions.
@@ -245,7 +238,7 @@ fn hung_during_open(suite: &mut Suite) {
 /// fails within it; once the server is back a consume writes again.
 fn tablet_dead_longer_than_the_deadline(suite: &mut Suite) {
     let (path, dlq) = (unique_table("dead"), unique_table("dead_dlq"));
-    let id = suite.open(&suite.config(&path, &dlq, DEADLINE));
+    let id = suite.plugin.open_new(&suite.config(&path, &dlq, DEADLINE));
     assert_eq!(suite.consume(id, &messages(0, 50)).0, 0);
 
     suite.cluster.script(&["kill-tablet", "KILL", "0"]);
@@ -301,7 +294,7 @@ fn permanent_refusal_of_part_of_a_batch(suite: &mut Suite) {
     config["dynamic_routing"] = json!(true);
     config["auto_create_table"] = json!(true);
     config["allowed_tables"] = json!([format!("{}.refuse_other_*", other.database)]);
-    let id = suite.open(&config);
+    let id = suite.plugin.open_new(&config);
     let routed = |from: u64, count: u64| -> Vec<TestMessage> {
         (from..from + count)
             .map(|i| {
@@ -370,7 +363,9 @@ fn permanent_refusal_of_part_of_a_batch(suite: &mut Suite) {
 fn wrong_schema_dead_letter_table(suite: &mut Suite) {
     let (path, dlq) = (unique_table("dlq_schema"), unique_table("dlq_schema_t"));
     // Make `dlq` an ordinary table of the sink's schema first.
-    let id = suite.open(&suite.config(&dlq, &unique_table("dlq_schema_dlq"), DEADLINE));
+    let id = suite
+        .plugin
+        .open_new(&suite.config(&dlq, &unique_table("dlq_schema_dlq"), DEADLINE));
     assert_eq!(suite.plugin.close(id), 0);
     let id = next_id();
     let started = Instant::now();
@@ -398,7 +393,9 @@ fn wrong_schema_dead_letter_table(suite: &mut Suite) {
 /// A dead letter that cannot be written fails the call, naming the offsets.
 fn unwritable_dead_letter_table(suite: &mut Suite) {
     let (path, dlq) = (unique_table("dlq_gone"), unique_table("dlq_gone_t"));
-    let id = suite.open(&suite.config(&path, &dlq, Duration::from_secs(5)));
+    let id = suite
+        .plugin
+        .open_new(&suite.config(&path, &dlq, Duration::from_secs(5)));
     suite.cluster.drop_table(&dlq);
     let mut batch = messages(0, 10);
     batch.push(TestMessage::text(10, "not json"));
@@ -420,7 +417,7 @@ fn same_key_twice_during_a_restart(suite: &mut Suite) {
     let mut config = suite.config(&path, &dlq, Duration::from_secs(60));
     config["table_type"] = json!("primary_key");
     config["primary_key_columns"] = json!(["id"]);
-    let id = suite.open(&config);
+    let id = suite.plugin.open_new(&config);
     let batch = |n: u64| -> Vec<TestMessage> {
         let first =
             (0..50).map(|k| TestMessage::text(n * 100 + k, &format!(r#"{{"id":{k},"name":"a{n}"}}"#)));

@@ -18,7 +18,7 @@ use integration_tests::fault_proxy::{Direction, Fault, FaultProxy};
 use integration_tests::fluss_cluster::Times::{AtMostOnce, Once};
 use integration_tests::fluss_cluster::{assert_accounting, block, connection_to, unique_table};
 use integration_tests::local_cluster::LocalCluster;
-use integration_tests::plugin::{GRACE, Plugin, TestMessage, assert_prompt, logged, next_id};
+use integration_tests::plugin::{GRACE, Plugin, TestMessage, assert_prompt, logged};
 use serde_json::{Value, json};
 
 const JSON: u32 = 0;
@@ -49,12 +49,6 @@ impl Suite {
             "retry_backoff": "50ms",
             "spool": {"mode": "off"}
         })
-    }
-
-    fn open(&self, config: &Value) -> u32 {
-        let id = next_id();
-        self.plugin.open_ok(id, config);
-        id
     }
 
     fn consume(&self, id: u32, messages: &[TestMessage]) -> (i32, Duration) {
@@ -123,7 +117,7 @@ fn messages(from: i64, count: i64, name_len: usize) -> Vec<TestMessage> {
 /// deadline naming the offsets; after the heal the instance writes again.
 fn tablet_hangs_while_the_coordinator_answers(suite: &mut Suite) {
     let path = unique_table("tablet_hang");
-    let id = suite.open(&suite.config(&path));
+    let id = suite.plugin.open_new(&suite.config(&path));
     assert_eq!(suite.consume(id, &messages(0, 100, 20)).0, 0, "the warm-up batch");
     assert!(
         suite.proxy.connections() > 0 && suite.proxy.forwarded(Direction::ToClient) > 0,
@@ -163,7 +157,7 @@ fn tablet_hangs_while_the_coordinator_answers(suite: &mut Suite) {
 /// have landed inside the request.
 fn stall_in_the_middle_of_a_large_append(suite: &mut Suite) {
     let path = unique_table("mid_stall");
-    let id = suite.open(&suite.config(&path));
+    let id = suite.plugin.open_new(&suite.config(&path));
     assert_eq!(suite.consume(id, &messages(0, 10, 20)).0, 0, "the warm-up batch");
 
     const PREFIX: u64 = 256 * 1024;
@@ -196,7 +190,7 @@ fn stall_in_the_middle_of_a_large_append(suite: &mut Suite) {
 /// from landing twice.
 fn reset_between_request_and_response(suite: &mut Suite) {
     let path = unique_table("reset");
-    let id = suite.open(&suite.config(&path));
+    let id = suite.plugin.open_new(&suite.config(&path));
     assert_eq!(suite.consume(id, &messages(0, 10, 20)).0, 0, "the warm-up batch");
 
     let (resets, connections) = (suite.proxy.resets(), suite.proxy.connections());
@@ -231,7 +225,7 @@ fn reset_between_request_and_response(suite: &mut Suite) {
 /// deadline; the late acknowledgement's rows land once.
 fn slow_network(suite: &mut Suite) {
     let path = unique_table("slow");
-    let id = suite.open(&suite.config(&path));
+    let id = suite.plugin.open_new(&suite.config(&path));
     assert_eq!(suite.consume(id, &messages(0, 10, 20)).0, 0, "the warm-up batch");
 
     suite
@@ -280,7 +274,7 @@ fn close_while_the_tablet_hangs(suite: &mut Suite) {
     let spool = tempfile::tempdir().expect("a spool folder");
     let mut config = suite.config(&path);
     config["spool"] = json!({"mode": "on_failure", "path": spool.path().join("s")});
-    let id = suite.open(&config);
+    let id = suite.plugin.open_new(&config);
     assert_eq!(suite.consume(id, &messages(0, 10, 20)).0, 0, "the warm-up batch");
 
     suite.proxy.set(Direction::ToServer, Fault::Stall);
@@ -299,7 +293,7 @@ fn close_while_the_tablet_hangs(suite: &mut Suite) {
     assert_eq!(closed, 0, "{:?}", logged(&format!("instance={id}")));
     suite.proxy.heal();
 
-    let id = suite.open(&config);
+    let id = suite.plugin.open_new(&config);
     let after = suite.consume_until_written(id, 200, 10);
     let ids = suite.ids_in(&path, 120);
     // The spooled batch's first attempt had left the sink when it closed:
@@ -327,7 +321,7 @@ fn close_while_the_tablet_hangs(suite: &mut Suite) {
 /// consume finishes its batch, and a consume after the close is refused.
 fn close_during_a_consume_waits_for_it(suite: &mut Suite) {
     let path = unique_table("close_during");
-    let id = suite.open(&suite.config(&path));
+    let id = suite.plugin.open_new(&suite.config(&path));
     assert_eq!(suite.consume(id, &messages(0, 10, 20)).0, 0, "the warm-up batch");
 
     let before = suite.proxy.forwarded(Direction::ToServer);

@@ -55,11 +55,6 @@ fn messages(from: u64, to: u64) -> Vec<TestMessage> {
         .collect()
 }
 
-fn open(plugin: &Plugin, id: u32, config: &Value) {
-    let code = plugin.open(id, &config.to_string());
-    assert_eq!(code, 0, "open failed: {:?}", logged(&format!("instance={id}")));
-}
-
 /// A config for a log table `table` of (`id`, `name`) with `extra` options.
 fn config(table: &iggy_connector_fluss_sink::TablePath, extra: Value) -> Value {
     let mut config = json!({
@@ -87,8 +82,7 @@ fn a_transform_swapped_mid_stream_handles_exactly_the_offsets_the_log_names() {
     deploy(&component("json-to-row"), &path);
     let table = unique_table("reload");
     let id = next_id();
-    open(
-        plugin,
+    plugin.open_ok(
         id,
         &config(
             &table,
@@ -176,8 +170,7 @@ fn with_reload_off_a_new_file_is_ignored() {
     deploy(&component("json-to-row"), &path);
     let table = unique_table("noreload");
     let id = next_id();
-    open(
-        plugin,
+    plugin.open_ok(
         id,
         &config(
             &table,
@@ -204,8 +197,7 @@ fn metrics_scraped_during_and_after_a_stream_match_fluss_and_the_dead_letter_tab
     let table = unique_table("metrics");
     let dlq = unique_table("metrics_dlq");
     let id = next_id();
-    open(
-        plugin,
+    plugin.open_ok(
         id,
         &config(
             &table,
@@ -270,8 +262,7 @@ fn a_scraper_that_connects_and_says_nothing_blocks_no_other_scrape() {
     let plugin = Plugin::load();
     let table = unique_table("metrics_hung");
     let id = next_id();
-    open(
-        plugin,
+    plugin.open_ok(
         id,
         &config(
             &table,

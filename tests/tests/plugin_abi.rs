@@ -31,17 +31,6 @@ fn log_config(path: &TablePath, dlq: &TablePath) -> Value {
     })
 }
 
-/// Opens `id` with `config`, failing the test with the plugin's own words when it cannot.
-fn open(plugin: &Plugin, id: u32, config: &Value) {
-    let code = plugin.open(id, &config.to_string());
-    assert_eq!(
-        code,
-        0,
-        "open failed (this test needs Fluss: `scripts/fluss-local.sh start`): {:?}",
-        logged(&format!("instance={id}"))
-    );
-}
-
 fn json_messages(from: u64, count: u64) -> Vec<TestMessage> {
     (from..from + count)
         .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","amount":"{i}.50"}}"#)))
@@ -58,7 +47,7 @@ fn json_lands_in_a_log_table_and_bad_messages_in_the_dead_letter_table() {
     let plugin = Plugin::load();
     let (path, dlq) = (unique_table("abi_log"), unique_table("abi_dlq"));
     let id = next_id();
-    open(plugin, id, &log_config(&path, &dlq));
+    plugin.open_ok(id, &log_config(&path, &dlq));
     assert!(
         logged(&format!("Fluss sink open instance={id}"))
             .iter()
@@ -113,7 +102,7 @@ fn a_wasm_transform_upserts_and_deletes_in_a_primary_key_table() {
             "config": {"op_field": "op"}
         }
     });
-    open(plugin, id, &config);
+    plugin.open_ok(id, &config);
     let messages = [
         r#"{"op":"c","id":1,"name":"a"}"#,
         r#"{"op":"c","id":2,"name":"b"}"#,
@@ -163,7 +152,7 @@ fn a_cdc_transform_writes_partial_updates_that_keep_the_other_columns() {
             "config": {"partial_update": "true"}
         }
     });
-    open(plugin, id, &config);
+    plugin.open_ok(id, &config);
     let messages = [
         r#"{"op":"c","id":1,"name":"ann","email":"ann@a"}"#,
         r#"{"op":"c","id":2,"name":"bob","email":"bob@b"}"#,
@@ -209,7 +198,7 @@ fn json_with_an_op_header_deletes_from_a_primary_key_table() {
         "primary_key_columns": ["id"],
         "columns": [{"name": "id", "type": "BIGINT"}, {"name": "name", "type": "STRING"}]
     });
-    open(plugin, id, &config);
+    plugin.open_ok(id, &config);
     let messages = vec![
         TestMessage::text(0, r#"{"id":1,"name":"a"}"#),
         TestMessage::text(1, r#"{"id":2,"name":"b"}"#),
@@ -240,7 +229,7 @@ fn a_tenant_router_writes_two_tables() {
             "config": {"prefix": prefix}
         }
     });
-    open(plugin, id, &config);
+    plugin.open_ok(id, &config);
     let messages: Vec<TestMessage> = [("acme", 1), ("globex", 2), ("acme", 3)]
         .iter()
         .enumerate()
@@ -293,7 +282,7 @@ fn a_transform_routes_into_partitioned_tables_with_metadata_columns() {
             "config": {"prefix": prefix}
         }
     });
-    open(plugin, id, &config);
+    plugin.open_ok(id, &config);
     let rows = [
         ("acme", Some("eu")),
         ("globex", Some("us")),
@@ -364,7 +353,7 @@ fn open_creates_the_auto_partitioned_table_the_config_declares() {
         "dead_letter_table": dlq.to_string(),
         "delivery_timeout": "60s"
     });
-    open(plugin, id, &config);
+    plugin.open_ok(id, &config);
     let info = block(async {
         let conn = connection().await;
         let table = conn
@@ -463,7 +452,7 @@ fn garbage_buffers_are_refused_and_the_instance_keeps_working() {
     let plugin = Plugin::load();
     let (path, dlq) = (unique_table("abi_garbage"), unique_table("abi_dlq"));
     let id = next_id();
-    open(plugin, id, &log_config(&path, &dlq));
+    plugin.open_ok(id, &log_config(&path, &dlq));
     let topic = encode::topic_metadata("app", "t");
     let meta = encode::messages_metadata(1, 0, JSON);
     let good = encode::raw_messages(JSON, &json_messages(0, 3));
@@ -497,8 +486,8 @@ fn two_instances_run_side_by_side_and_a_duplicate_open_harms_neither() {
         unique_table("abi_dlq"),
     );
     let (id_a, id_b) = (next_id(), next_id());
-    open(plugin, id_a, &log_config(&a, &dlq));
-    open(plugin, id_b, &log_config(&b, &dlq));
+    plugin.open_ok(id_a, &log_config(&a, &dlq));
+    plugin.open_ok(id_b, &log_config(&b, &dlq));
     assert_eq!(
         plugin.open(id_a, &log_config(&b, &dlq).to_string()),
         -1,
@@ -532,7 +521,7 @@ fn concurrent_consumes_on_one_instance_all_land() {
     let plugin = Plugin::load();
     let (path, dlq) = (unique_table("abi_conc"), unique_table("abi_dlq"));
     let id = next_id();
-    open(plugin, id, &log_config(&path, &dlq));
+    plugin.open_ok(id, &log_config(&path, &dlq));
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
             std::thread::spawn(move || {
@@ -568,7 +557,7 @@ fn json_tagged_avro_proto_or_flatbuffer_maps_as_json_and_empty_polls_and_double_
     let plugin = Plugin::load();
     let (path, dlq) = (unique_table("abi_tagged"), unique_table("abi_tagged_dlq"));
     let id = next_id();
-    open(plugin, id, &log_config(&path, &dlq));
+    plugin.open_ok(id, &log_config(&path, &dlq));
     assert_eq!(plugin.consume(id, "app", "orders", JSON, &[]), 0, "an empty poll");
     for (i, schema) in [AVRO, PROTO, FLAT_BUFFER].into_iter().enumerate() {
         let from = i as u64 * 10;

@@ -54,12 +54,6 @@ impl Suite {
         })
     }
 
-    fn open(&self, config: &Value) -> u32 {
-        let id = next_id();
-        self.plugin.open_ok(id, config);
-        id
-    }
-
     fn consume(&self, id: u32, messages: &[TestMessage]) -> (i32, Duration) {
         self.plugin.timed_consume(id, "spool", messages)
     }
@@ -151,7 +145,7 @@ fn records_in(dir: &Path) -> usize {
 fn tablet_killed_while_batches_arrive(suite: &mut Suite) {
     let (path, dlq) = (unique_table("killed"), unique_table("killed_dlq"));
     let dir = suite.spool_dir("killed");
-    let id = suite.open(&suite.config(&path, &dlq, &dir));
+    let id = suite.plugin.open_new(&suite.config(&path, &dlq, &dir));
     suite.consume_ok("warm-up", id, &messages(0, 50));
 
     suite.kill_tablet();
@@ -205,7 +199,7 @@ fn tablet_killed_while_batches_arrive(suite: &mut Suite) {
 fn cluster_frozen_during_a_consume(suite: &mut Suite) {
     let (path, dlq) = (unique_table("frozen"), unique_table("frozen_dlq"));
     let dir = suite.spool_dir("frozen");
-    let id = suite.open(&suite.config(&path, &dlq, &dir));
+    let id = suite.plugin.open_new(&suite.config(&path, &dlq, &dir));
     suite.consume_ok("warm-up", id, &messages(0, 100));
     suite.cluster.script(&["pause"]);
     let took = suite.consume_ok("consume while frozen", id, &messages(100, 100));
@@ -226,7 +220,7 @@ fn leftovers_are_replayed_by_the_next_open(suite: &mut Suite) {
     let (path, dlq) = (unique_table("left"), unique_table("left_dlq"));
     let dir = suite.spool_dir("left");
     let config = suite.config(&path, &dlq, &dir);
-    let first = suite.open(&config);
+    let first = suite.plugin.open_new(&config);
     suite.consume_ok("warm-up", first, &messages(0, 50));
     suite.kill_tablet();
     suite.consume_ok("spooled at the deadline", first, &messages(50, 50));
@@ -243,7 +237,7 @@ fn leftovers_are_replayed_by_the_next_open(suite: &mut Suite) {
     assert!(!logged(&format!("spool {}: 2 batch(es)", dir.display())).is_empty());
 
     suite.start_tablet();
-    let second = suite.open(&config);
+    let second = suite.plugin.open_new(&config);
     let third = next_id();
     assert_ne!(
         suite.plugin.open(third, &config.to_string()),
@@ -272,7 +266,7 @@ fn primary_key_keeps_the_last_write(suite: &mut Suite) {
     let mut config = suite.config(&path, &dlq, &dir);
     config["table_type"] = json!("primary_key");
     config["primary_key_columns"] = json!(["id"]);
-    let id = suite.open(&config);
+    let id = suite.plugin.open_new(&config);
     let batch = |n: u64| -> Vec<TestMessage> {
         (0..40)
             .map(|k| TestMessage::text(n * 40 + k, &format!(r#"{{"id":{k},"name":"v{n}"}}"#)))
@@ -301,7 +295,7 @@ fn a_full_spool_refuses_within_the_deadline(suite: &mut Suite) {
     let dir = suite.spool_dir("full");
     let mut config = suite.config(&path, &dlq, &dir);
     config["spool"]["max_size"] = json!("12 KiB");
-    let id = suite.open(&config);
+    let id = suite.plugin.open_new(&config);
     suite.consume_ok("warm-up", id, &messages(0, 50));
     suite.cluster.script(&["pause"]);
     let mut accepted: Vec<std::ops::Range<i64>> = Vec::new();
@@ -352,7 +346,7 @@ fn a_full_spool_refuses_within_the_deadline(suite: &mut Suite) {
 fn a_table_dropped_under_the_spool(suite: &mut Suite) {
     let (path, dlq) = (unique_table("dropped"), unique_table("dropped_dlq"));
     let dir = suite.spool_dir("dropped");
-    let id = suite.open(&suite.config(&path, &dlq, &dir));
+    let id = suite.plugin.open_new(&suite.config(&path, &dlq, &dir));
     suite.consume_ok("warm-up", id, &messages(0, 10));
     suite.kill_tablet();
     suite.consume_ok("spooled", id, &messages(10, 10));
@@ -419,7 +413,7 @@ fn disk_errors_are_never_taken_as_durable(suite: &mut Suite) {
     let (path, dlq) = (unique_table("nospace"), unique_table("nospace_dlq"));
     let dir = suite.spool_dir("nospace");
     let _disk = Mounted::tmpfs(&dir, "size=64k,mode=0700");
-    let id = suite.open(&suite.config(&path, &dlq, &dir));
+    let id = suite.plugin.open_new(&suite.config(&path, &dlq, &dir));
     suite.consume_ok("warm-up", id, &messages(0, 50));
     suite.cluster.script(&["pause"]);
     let mut accepted: Vec<std::ops::Range<i64>> = Vec::new();

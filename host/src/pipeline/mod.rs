@@ -335,18 +335,18 @@ impl Pipeline {
     /// What `make` makes of `batch`, chunk by chunk (`batch_size` messages,
     /// one transform call each) on the blocking pool, as many chunks at once
     /// as there are cores (each running chunk may hold a transform instance).
-    async fn made_in_chunks<T: Chunked>(
+    async fn made_in_chunks(
         self: &Arc<Self>,
         batch: &Arc<MessageBatch>,
         stage: Arc<RowStage>,
-        make: impl Fn(&RowStage, &MessageBatch) -> Result<T, TransformError> + Send + Sync + 'static,
-    ) -> Result<T, PipelineError> {
+        make: impl Fn(&RowStage, &MessageBatch) -> Result<TransformOutput, TransformError> + Send + Sync + 'static,
+    ) -> Result<TransformOutput, PipelineError> {
         let count = batch.len();
         let span = tracing::Span::current();
         let starts: Vec<usize> = (0..count).step_by(self.batch_size).collect();
         let at_once = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
         let make = Arc::new(make);
-        let mut output = T::default();
+        let mut output = TransformOutput::default();
         for wave in starts.chunks(at_once) {
             let tasks: Vec<_> = wave
                 .iter()
@@ -364,7 +364,7 @@ impl Pipeline {
                 let part = task
                     .await
                     .map_err(|e| PipelineError::Internal(format!("making rows: {e}")))??;
-                output.append_chunk(part);
+                output.append(part);
             }
         }
         Ok(output)
@@ -404,17 +404,6 @@ impl Pipeline {
             "Fluss sink for {} closed",
             self.table
         );
-    }
-}
-
-/// What a chunk of a batch becomes, joined chunk after chunk.
-trait Chunked: Default + Send + 'static {
-    fn append_chunk(&mut self, next: Self);
-}
-
-impl Chunked for TransformOutput {
-    fn append_chunk(&mut self, next: Self) {
-        self.append(next);
     }
 }
 

@@ -1,0 +1,351 @@
+//! Helpers for tests against a real Fluss cluster (`scripts/fluss-local.sh start`).
+use std::time::{Duration, Instant};
+
+use arrow::util::display::array_value_to_string;
+use fluss::client::{EARLIEST_OFFSET, FlussConnection};
+use fluss::metadata::TablePath as FlussPath;
+use iggy_connector_fluss_sink::TablePath;
+use iggy_connector_fluss_sink::{FlussWriter, WriterSettings};
+
+/// Runs `future` to completion on a fresh current-thread runtime (for
+/// reading back from plain, blocking tests).
+pub fn block<T>(future: impl Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(future)
+}
+
+/// The cluster's bootstrap address: `FLUSS_BOOTSTRAP` or the local script's default.
+pub fn bootstrap() -> String {
+    std::env::var("FLUSS_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9123".into())
+}
+
+/// A fresh table name in database `sink_it`, unique to this run.
+pub fn unique_table(prefix: &str) -> TablePath {
+    TablePath::new("sink_it", format!("{prefix}_{:08x}", fastrand::u32(..)))
+}
+
+/// Writer settings for the local cluster with a fresh dead-letter table.
+pub fn settings() -> WriterSettings {
+    WriterSettings {
+        bootstrap_servers: bootstrap(),
+        dead_letter_table: Some(unique_table("dlq")),
+        delivery_timeout: Duration::from_secs(60),
+        ..WriterSettings::default()
+    }
+}
+
+/// Connects, or fails the test: these tests never skip.
+pub async fn writer(settings: WriterSettings) -> FlussWriter {
+    match FlussWriter::connect(settings).await {
+        Ok(w) => w,
+        Err(e) => {
+            panic!("this test needs a Fluss cluster: {e}. Start one with `scripts/fluss-local.sh start`.")
+        }
+    }
+}
+
+/// A plain client connection to the local cluster, for reading back.
+pub async fn connection() -> FlussConnection {
+    connection_to(&bootstrap()).await
+}
+
+/// A plain client connection to the cluster at `bootstrap_servers`.
+pub async fn connection_to(bootstrap_servers: &str) -> FlussConnection {
+    let config = fluss::config::Config {
+        bootstrap_servers: bootstrap_servers.to_string(),
+        ..Default::default()
+    };
+    FlussConnection::new(config).await.expect("Fluss is reachable")
+}
+
+/// The text of string column `column` of the row with BIGINT key `id`
+/// in primary-key table `path`, or `None` when there is no such row.
+pub async fn lookup_string(path: &TablePath, id: i64, column: usize) -> Option<String> {
+    lookup_string_at(&bootstrap(), path, id, column).await
+}
+
+/// [`lookup_string`] in the cluster at `bootstrap_servers`.
+pub async fn lookup_string_at(
+    bootstrap_servers: &str,
+    path: &TablePath,
+    id: i64,
+    column: usize,
+) -> Option<String> {
+    use fluss::row::{DataGetters, GenericRow};
+    let mut key = GenericRow::new(1);
+    key.set_field(0, id);
+    lookup_at(bootstrap_servers, path, &key, |row| {
+        row.get_string(column).unwrap().to_string()
+    })
+    .await
+}
+
+/// What `read` takes from the row of primary-key table `path` with `key`
+/// (a row of the table's width with the key columns set), `None` when
+/// there is no such row.
+pub async fn lookup<T>(
+    path: &TablePath,
+    key: &fluss::row::GenericRow<'_>,
+    read: impl FnOnce(&fluss::row::LookupRow<'_>) -> T,
+) -> Option<T> {
+    lookup_at(&bootstrap(), path, key, read).await
+}
+
+async fn lookup_at<T>(
+    bootstrap_servers: &str,
+    path: &TablePath,
+    key: &fluss::row::GenericRow<'_>,
+    read: impl FnOnce(&fluss::row::LookupRow<'_>) -> T,
+) -> Option<T> {
+    let conn = connection_to(bootstrap_servers).await;
+    let table = conn
+        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
+        .await
+        .unwrap();
+    let mut lookuper = table.new_lookup().unwrap().create_lookuper().unwrap();
+    let found = lookuper.lookup(key).await.unwrap();
+    found.get_single_row().unwrap().map(|row| read(&row))
+}
+
+/// Maps JSON `payloads` to rows of `kind` for `schema`'s table and writes
+/// them with `w` (messages at offsets 0, 1, ...), failing the test when
+/// the write fails as a whole.
+pub async fn write_json(
+    w: &FlussWriter,
+    schema: &iggy_connector_fluss_sink::TableSchema,
+    kind: fluss_row_codec::RowKind,
+    payloads: &[&str],
+) -> iggy_connector_fluss_sink::WriteReport {
+    use iggy_connector_fluss_sink::DeadLetterKind;
+    use iggy_connector_fluss_sink::JsonMapping;
+    let batch = crate::text_batch(payloads);
+    let output = JsonMapping::new(schema, kind).map_batch(&batch);
+    w.write(&batch, output, &schema.path, DeadLetterKind::Mapping)
+        .await
+        .expect("the write completes")
+}
+
+/// Every row of a log table (all its buckets), each as its cells' text,
+/// once at least `expected` rows have arrived and the table then stayed
+/// quiet for two polls (a late duplicate is seen), or `timeout` passed.
+pub async fn read_log(path: &TablePath, expected: usize, timeout: Duration) -> Vec<Vec<String>> {
+    read_log_at(&bootstrap(), path, expected, timeout).await
+}
+
+/// [`read_log`] from the cluster at `bootstrap_servers`; every partition
+/// of a partitioned table.
+pub async fn read_log_at(
+    bootstrap_servers: &str,
+    path: &TablePath,
+    expected: usize,
+    timeout: Duration,
+) -> Vec<Vec<String>> {
+    let conn = connection_to(bootstrap_servers).await;
+    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let table = conn.get_table(&fluss).await.unwrap();
+    let info = table.get_table_info();
+    let buckets = info.get_num_buckets();
+    let scanner = table.new_scan().create_record_batch_log_scanner().unwrap();
+    if info.get_partition_keys().is_empty() {
+        for bucket in 0..buckets {
+            scanner.subscribe(bucket, EARLIEST_OFFSET).await.unwrap();
+        }
+    } else {
+        let partitions = conn
+            .get_admin()
+            .unwrap()
+            .list_partition_infos(&fluss)
+            .await
+            .unwrap();
+        for partition in &partitions {
+            for bucket in 0..buckets {
+                scanner
+                    .subscribe_partition(partition.get_partition_id(), bucket, EARLIEST_OFFSET)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    poll_rows(&scanner, expected, timeout).await
+}
+
+/// How often each value of the first (BIGINT) column appears in log
+/// table `path` at `bootstrap_servers`, read as [`read_log_at`] reads.
+pub fn id_counts(
+    bootstrap_servers: &str,
+    path: &TablePath,
+    expected: usize,
+    timeout: Duration,
+) -> std::collections::BTreeMap<i64, usize> {
+    count_ids(&block(read_log_at(bootstrap_servers, path, expected, timeout)))
+}
+
+/// The ids of `0..total` missing from `counts`, and those written more than once.
+pub fn missing_and_repeated(
+    total: u64,
+    counts: &std::collections::BTreeMap<i64, usize>,
+) -> (Vec<i64>, Vec<i64>) {
+    let missing = (0..total as i64).filter(|id| !counts.contains_key(id)).collect();
+    let repeated = counts
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, _)| *id)
+        .collect();
+    (missing, repeated)
+}
+
+/// How often the ids of a range may appear in a read-back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Times {
+    /// Acknowledged: exactly once.
+    Once,
+    /// Reported as failed: at most once.
+    AtMostOnce,
+}
+
+/// Fails the test unless each range's ids appear as often as its
+/// [`Times`] says, and no id outside them appears at all.
+pub fn assert_accounting(
+    case: &str,
+    counts: &std::collections::BTreeMap<i64, usize>,
+    expected: &[(std::ops::Range<i64>, Times)],
+) {
+    for (range, times) in expected {
+        for id in range.clone() {
+            let n = counts.get(&id).copied().unwrap_or(0);
+            match times {
+                Times::Once => assert_eq!(n, 1, "{case}: id {id} of an acknowledged batch, exactly once"),
+                Times::AtMostOnce => {
+                    assert!(n <= 1, "{case}: id {id} of a failed batch appears {n} times")
+                }
+            }
+        }
+    }
+    for id in counts.keys() {
+        assert!(
+            expected.iter().any(|(range, _)| range.contains(id)),
+            "{case}: id {id} was never sent; expected only {expected:?}"
+        );
+    }
+}
+
+/// The newest partition Fluss's DAY auto-partitioning made of `path`,
+/// once it has made `precreated` (its `num-precreate`): the name comes
+/// from Fluss, not from this machine's clock, so a test that writes
+/// into it survives midnight UTC (the partition stays until its
+/// retention, days later). Fails the test after 10 s.
+pub async fn newest_auto_partition(path: &TablePath, precreated: usize) -> String {
+    let started = Instant::now();
+    loop {
+        let names = partition_names(path).await;
+        if names.len() >= precreated {
+            return names.last().expect("at least one partition").clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "Fluss made {} of the {precreated} partitions of {path} in 10 s: {names:?}",
+            names.len()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Today's (UTC) and yesterday's DAY partition names (`yyyyMMdd`): one
+/// of them is the oldest partition of a table auto-partitioned by day
+/// made in the last 24 hours.
+pub fn recent_days() -> [String; 2] {
+    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+    let yesterday = now.yesterday().expect("a yesterday");
+    [&now, &yesterday].map(|d| format!("{:04}{:02}{:02}", d.year(), d.month(), d.day()))
+}
+
+/// The names of a partitioned table's partitions, sorted.
+pub async fn partition_names(path: &TablePath) -> Vec<String> {
+    let conn = connection().await;
+    let admin = conn.get_admin().unwrap();
+    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let mut names: Vec<String> = admin
+        .list_partition_infos(&fluss)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.get_partition_name())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Every row of one partition of a partitioned log table (all its
+/// buckets), as [`read_log`] gives them; the partition must exist.
+pub async fn read_partition(
+    path: &TablePath,
+    partition: &str,
+    expected: usize,
+    timeout: Duration,
+) -> Vec<Vec<String>> {
+    let conn = connection().await;
+    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let admin = conn.get_admin().unwrap();
+    let id = admin
+        .list_partition_infos(&fluss)
+        .await
+        .unwrap()
+        .iter()
+        .find(|p| p.get_partition_name() == partition)
+        .unwrap_or_else(|| panic!("{path} has no partition `{partition}`"))
+        .get_partition_id();
+    let table = conn.get_table(&fluss).await.unwrap();
+    let buckets = table.get_table_info().get_num_buckets();
+    let scanner = table.new_scan().create_record_batch_log_scanner().unwrap();
+    for bucket in 0..buckets {
+        scanner
+            .subscribe_partition(id, bucket, EARLIEST_OFFSET)
+            .await
+            .unwrap();
+    }
+    poll_rows(&scanner, expected, timeout).await
+}
+
+/// How often each value of the first (BIGINT) column appears in `rows`.
+pub fn count_ids(rows: &[Vec<String>]) -> std::collections::BTreeMap<i64, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for row in rows {
+        *counts.entry(row[0].parse::<i64>().unwrap()).or_insert(0) += 1;
+    }
+    counts
+}
+
+async fn poll_rows(
+    scanner: &fluss::client::RecordBatchLogScanner,
+    expected: usize,
+    timeout: Duration,
+) -> Vec<Vec<String>> {
+    // Past the expected count the table is read until it has been
+    // quiet for two polls, so that a duplicate arriving late is seen.
+    let mut rows = Vec::new();
+    let started = Instant::now();
+    let mut quiet_polls = 0;
+    while started.elapsed() < timeout {
+        let before = rows.len();
+        for batch in scanner.poll(Duration::from_millis(500)).await.unwrap() {
+            let batch = batch.batch();
+            for r in 0..batch.num_rows() {
+                rows.push(
+                    batch
+                        .columns()
+                        .iter()
+                        .map(|c| array_value_to_string(c, r).unwrap())
+                        .collect::<Vec<_>>(),
+                );
+            }
+        }
+        quiet_polls = if rows.len() == before { quiet_polls + 1 } else { 0 };
+        if rows.len() >= expected && quiet_polls >= 2 {
+            break;
+        }
+    }
+    rows
+}
