@@ -26,6 +26,7 @@ mod deadline;
 mod metrics;
 mod pipeline;
 mod private_dir;
+mod retry;
 mod rows;
 mod schema;
 mod spool;

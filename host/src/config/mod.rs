@@ -19,6 +19,7 @@ use crate::transform::{Limits, TransformSpec};
 use crate::writer::WriterSettings;
 use crate::writer::routing::TablePattern;
 
+pub(crate) mod defaults;
 mod lenient;
 mod table;
 
@@ -167,7 +168,7 @@ impl SpoolConfig {
 
     /// `max_size`, or its default.
     pub fn max_bytes(&self) -> u64 {
-        self.max_size.unwrap_or(crate::spool::DEFAULT_MAX_SIZE)
+        self.max_size.unwrap_or(defaults::SPOOL_MAX_SIZE)
     }
 }
 
@@ -301,34 +302,34 @@ fn yes() -> bool {
     true
 }
 fn default_batch_size() -> usize {
-    500
+    defaults::BATCH_SIZE
 }
 fn default_flush_interval() -> Duration {
-    Duration::from_millis(100)
+    defaults::FLUSH_INTERVAL
 }
 fn default_op_header() -> String {
-    "op".into()
+    defaults::OP_HEADER.into()
 }
 fn default_delivery_timeout() -> Duration {
-    Duration::from_secs(120)
+    defaults::DELIVERY_TIMEOUT
 }
 fn default_max_retries() -> u32 {
-    10
+    defaults::MAX_RETRIES
 }
 fn default_retry_backoff() -> Duration {
-    Duration::from_millis(100)
+    defaults::RETRY_BACKOFF
 }
 fn default_buffer_wait_timeout() -> Duration {
-    Duration::from_secs(30)
+    defaults::BUFFER_WAIT_TIMEOUT
 }
 fn default_open_timeout() -> Duration {
-    Duration::from_secs(60)
+    defaults::OPEN_TIMEOUT
 }
 fn default_reload_check_interval() -> Duration {
-    Duration::from_secs(2)
+    defaults::RELOAD_CHECK_INTERVAL
 }
 fn default_close_timeout() -> Duration {
-    Duration::from_secs(5)
+    defaults::CLOSE_TIMEOUT
 }
 
 impl SinkConfig {
@@ -493,7 +494,7 @@ impl SinkConfig {
         self.dynamic_routing.then(|| {
             self.dynamic_route_field
                 .clone()
-                .unwrap_or_else(|| "fluss_table".into())
+                .unwrap_or_else(|| defaults::ROUTE_FIELD.into())
         })
     }
 
@@ -529,19 +530,17 @@ impl SinkConfig {
         if let Some(dir) = &t.cache_dir {
             spec.cache_dir = Some(dir.clone());
         }
-        let defaults = Limits::default();
+        let limits = Limits::default();
         spec.limits = Limits {
-            call_timeout: t.call_timeout.unwrap_or(defaults.call_timeout),
-            max_memory: t.max_memory.map_or(defaults.max_memory, |b| b as usize),
+            call_timeout: t.call_timeout.unwrap_or(limits.call_timeout),
+            max_memory: t.max_memory.map_or(limits.max_memory, |b| b as usize),
             recycle_memory: t
                 .max_memory
-                .map_or(defaults.recycle_memory, |b| (b as usize / 2).max(1)),
-            max_rows_per_batch: t.max_rows_per_batch.unwrap_or(defaults.max_rows_per_batch),
-            max_output_bytes: t
-                .max_output_bytes
-                .map_or(defaults.max_output_bytes, |b| b as usize),
-            max_faults_per_batch: t.max_faults_per_batch.unwrap_or(defaults.max_faults_per_batch),
-            ..defaults
+                .map_or(limits.recycle_memory, |b| defaults::recycle_memory(b as usize)),
+            max_rows_per_batch: t.max_rows_per_batch.unwrap_or(limits.max_rows_per_batch),
+            max_output_bytes: t.max_output_bytes.map_or(limits.max_output_bytes, |b| b as usize),
+            max_faults_per_batch: t.max_faults_per_batch.unwrap_or(limits.max_faults_per_batch),
+            ..limits
         };
         Some(spec)
     }

@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 use super::{Held, Pipeline, PipelineError};
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
+use crate::retry::Retries;
 use crate::rows::DeadLetterKind;
 use crate::schema::TablePath;
 use crate::spool::journal::{Journal, RecordFile};
@@ -387,8 +388,13 @@ impl Pipeline {
     /// Replays the queue, oldest first, for as long as the instance is open.
     async fn drain(self: Arc<Self>) {
         let spooler = self.spooler.as_ref().expect("a drainer has a spool");
-        let first_backoff = self.writer.settings().retry_backoff;
-        let mut backoff = first_backoff;
+        // Replays retry until Fluss answers (an unbounded deadline has no
+        // `max_retries`); the writes inside count their own retries.
+        let mut retries = Retries::new(
+            self.writer.settings().retry_policy(),
+            "the spool's oldest batch",
+            Deadline::unbounded(),
+        );
         loop {
             let changed = spooler.changed.notified();
             tokio::pin!(changed);
@@ -438,17 +444,14 @@ impl Pipeline {
                         e.replayed += messages;
                     }
                     self.pop_front(spooler, file.as_ref()).await;
-                    backoff = first_backoff;
+                    retries.reset();
                 }
                 Err(e) => {
                     if self.dead_letter_if_table_gone(spooler, file.as_ref(), &e).await {
                         continue;
                     }
-                    tracing::warn!(
-                        "replaying the spooled {offsets} failed: {e}; trying again in {backoff:?}"
-                    );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    let failure = format!("replaying the spooled {offsets} failed: {e}");
+                    retries.wait_after(0, &failure).await;
                 }
             }
         }

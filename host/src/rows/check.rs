@@ -144,18 +144,9 @@ pub(crate) fn partial_update_refusal(schema: &TableSchema) -> Option<String> {
 mod tests {
     use super::*;
     use crate::rows::RowBatch;
+    use crate::rows::tests::encoded;
     use crate::schema::{Column, TablePath};
     use fluss_row_codec::{Rows, RowsBuilder};
-
-    fn encoded(rows: &[(u16, i64)]) -> Vec<u8> {
-        let mut b = RowsBuilder::new();
-        for &(table, v) in rows {
-            b.begin_row(RowKind::Append, table);
-            b.bigint(v);
-            b.end_row();
-        }
-        b.into_bytes()
-    }
 
     fn schema() -> TableSchema {
         TableSchema {

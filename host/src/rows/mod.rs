@@ -229,7 +229,8 @@ mod tests {
     use super::*;
     use fluss_row_codec::RowsBuilder;
 
-    fn encoded(rows: &[(u16, i64)]) -> Vec<u8> {
+    /// One BIGINT append row per `(table, value)`, encoded.
+    pub(super) fn encoded(rows: &[(u16, i64)]) -> Vec<u8> {
         let mut b = RowsBuilder::new();
         for &(table, v) in rows {
             b.begin_row(RowKind::Append, table);

@@ -31,9 +31,6 @@ pub enum SpoolMode {
     Off,
 }
 
-/// The default `spool.max_size`: 1 GiB.
-pub(crate) const DEFAULT_MAX_SIZE: u64 = 1 << 30;
-
 /// Where spools go when the config names no folder: under
 /// `XDG_STATE_HOME` or `HOME`, one folder per sink table.
 pub(crate) fn default_dir(table: &str) -> Option<PathBuf> {

@@ -67,14 +67,15 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
+        use crate::config::defaults;
         Self {
-            call_timeout: Duration::from_secs(2),
-            max_memory: 256 << 20,
-            recycle_memory: 128 << 20,
-            max_stack: 512 << 10,
-            max_rows_per_batch: 1_000_000,
-            max_output_bytes: 128 << 20,
-            max_faults_per_batch: 32,
+            call_timeout: defaults::CALL_TIMEOUT,
+            max_memory: defaults::MAX_MEMORY,
+            recycle_memory: defaults::recycle_memory(defaults::MAX_MEMORY),
+            max_stack: defaults::MAX_STACK,
+            max_rows_per_batch: defaults::MAX_ROWS_PER_BATCH,
+            max_output_bytes: defaults::MAX_OUTPUT_BYTES,
+            max_faults_per_batch: defaults::MAX_FAULTS_PER_BATCH,
         }
     }
 }

@@ -13,6 +13,7 @@ use super::append::EncodedRows;
 use super::tables::{Sink, Table, fluss_path};
 use super::{FlussWriter, PendingRow, WriteError, partial};
 use crate::deadline::Deadline;
+use crate::retry::{Loudness, Retries};
 use crate::rows::to_fluss;
 use crate::schema::TablePath;
 
@@ -27,9 +28,6 @@ const MIN_METADATA_NUDGE: Duration = Duration::from_millis(100);
 /// connections still without `TCP_NODELAY` (a connection opened for this
 /// very request; see [`super::nodelay`]).
 const NODELAY_NUDGE: Duration = Duration::from_millis(10);
-
-/// The longest backoff between two retries.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// What to do about a failed write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,8 +198,8 @@ impl FlussWriter {
         let mut refused = vec![false; converted.len()];
         // Indexes of `converted` to send this round.
         let mut round: Vec<usize> = (0..converted.len()).collect();
-        let mut backoff = self.settings.retry_backoff;
-        let mut attempt = 0u32;
+        let mut retries =
+            Retries::new(self.settings.retry_policy(), what, deadline).counted_in(self.metrics.as_deref());
         while !round.is_empty() {
             // A send blocks the thread while the client's buffer is full:
             // let the runtime move its other tasks off this worker meanwhile.
@@ -231,7 +229,7 @@ impl FlussWriter {
                             None => {
                                 return Err(undelivered(
                                     what,
-                                    attempt,
+                                    retries.made(),
                                     "no acknowledgement before the deadline",
                                 ));
                             }
@@ -260,27 +258,16 @@ impl FlussWriter {
             if unsent > 0 {
                 return Err(undelivered(
                     what,
-                    attempt,
+                    retries.made(),
                     "the deadline passed before every row was sent",
                 ));
             }
             let Some(error) = last_error else {
                 break;
             };
-            attempt += 1;
-            let Some(wait) = self.next_retry(attempt, backoff, deadline) else {
-                return Err(undelivered(what, attempt - 1, &error.to_string()));
-            };
-            if let Some(metrics) = &self.metrics {
-                metrics.retried(transient.len() as u64);
+            if !retries.wait_after(transient.len(), &error).await {
+                return Err(undelivered(what, retries.made(), &error.to_string()));
             }
-            tracing::warn!(
-                attempt,
-                rows = transient.len(),
-                "transient Fluss error writing {what}, retrying in {wait:?}: {error}"
-            );
-            tokio::time::sleep(wait).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
             round = if keyed {
                 (transient[0]..converted.len()).filter(|&i| !refused[i]).collect()
             } else {
@@ -326,13 +313,19 @@ impl FlussWriter {
         deadline: Deadline,
         mut send: impl FnMut() -> fluss::error::Result<WriteResultFuture>,
     ) -> Result<Result<(), String>, WriteError> {
-        let mut backoff = self.settings.retry_backoff;
-        let mut attempt = 0u32;
+        let loudness = if warn_on_retry {
+            Loudness::Warn
+        } else {
+            Loudness::Debug
+        };
+        let mut retries = Retries::new(self.settings.retry_policy(), what, deadline)
+            .counted_in(self.metrics.as_deref())
+            .logged(loudness);
         loop {
             if deadline.expired() {
                 return Err(undelivered(
                     what,
-                    attempt,
+                    retries.made(),
                     "the deadline passed before it was sent",
                 ));
             }
@@ -343,7 +336,7 @@ impl FlussWriter {
                     None => {
                         return Err(undelivered(
                             what,
-                            attempt,
+                            retries.made(),
                             "no acknowledgement before the deadline",
                         ));
                     }
@@ -357,38 +350,10 @@ impl FlussWriter {
             if self.failure_of(table, &error, deadline).await == Failure::Permanent {
                 return Ok(Err(format!("Fluss refused the write: {error}")));
             }
-            attempt += 1;
-            let Some(wait) = self.next_retry(attempt, backoff, deadline) else {
-                return Err(undelivered(what, attempt - 1, &error.to_string()));
-            };
-            if let Some(metrics) = &self.metrics {
-                metrics.retried(1);
+            if !retries.wait_after(1, &error).await {
+                return Err(undelivered(what, retries.made(), &error.to_string()));
             }
-            if warn_on_retry {
-                tracing::warn!(
-                    attempt,
-                    "transient Fluss error writing {what}, retrying in {wait:?}: {error}"
-                );
-            } else {
-                tracing::debug!(
-                    attempt,
-                    "transient Fluss error writing {what}, retrying in {wait:?}: {error}"
-                );
-            }
-            tokio::time::sleep(wait).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
-    }
-
-    /// The wait before retry `attempt` (counted from 1) when the last
-    /// backoff was `backoff`: the backoff plus up to half of it as jitter.
-    /// `None` when no retry is left: past `max_retries` under a real
-    /// deadline (an unbounded one, the spool's, retries until Fluss answers),
-    /// or when the wait would reach the deadline.
-    fn next_retry(&self, attempt: u32, backoff: Duration, deadline: Deadline) -> Option<Duration> {
-        let wait = backoff + backoff.mul_f64(fastrand::f64() * 0.5);
-        let capped = deadline.is_bounded() && attempt > self.settings.max_retries;
-        (!capped && deadline.remaining() > wait).then_some(wait)
     }
 
     /// Waits for `ack` until `deadline` (`None` when it passes), refreshing

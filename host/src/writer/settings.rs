@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::routing::TablePattern;
+use crate::retry::RetryPolicy;
 use crate::schema::TablePath;
 
 /// How the writer connects and how hard it tries.
@@ -63,16 +64,29 @@ impl std::fmt::Debug for WriterSettings {
     }
 }
 
+impl WriterSettings {
+    /// How writes are retried: `retry_backoff` and `max_retries`.
+    pub(crate) fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            first_backoff: self.retry_backoff,
+            max_retries: self.max_retries,
+        }
+    }
+}
+
+/// The options' defaults (`config::defaults`), for a writer made without a
+/// connector config (the CLI's `check`, tests and benchmarks).
 impl Default for WriterSettings {
     fn default() -> Self {
+        use crate::config::defaults;
         Self {
             bootstrap_servers: "127.0.0.1:9123".into(),
             sasl: None,
-            delivery_timeout: Duration::from_secs(120),
-            max_retries: 10,
-            retry_backoff: Duration::from_millis(100),
-            buffer_wait_timeout: Duration::from_secs(30),
-            batch_timeout: Duration::from_millis(100),
+            delivery_timeout: defaults::DELIVERY_TIMEOUT,
+            max_retries: defaults::MAX_RETRIES,
+            retry_backoff: defaults::RETRY_BACKOFF,
+            buffer_wait_timeout: defaults::BUFFER_WAIT_TIMEOUT,
+            batch_timeout: defaults::FLUSH_INTERVAL,
             dead_letter_table: None,
             auto_create_table: false,
             allowed_tables: Vec::new(),
