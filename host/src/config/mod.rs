@@ -38,9 +38,12 @@ pub enum ConfigError {
         "the connector has no [plugin_config]; at least bootstrap_servers, database and table are required"
     )]
     Missing,
-    /// The JSON does not parse or does not fit the options.
+    /// The runtime's config is not JSON.
+    #[error("invalid plugin_config: not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// The JSON does not fit the options (an unknown option, a wrong type).
     #[error("invalid plugin_config: {0}")]
-    Invalid(String),
+    Invalid(#[source] serde_json::Error),
     /// The options parse but contradict each other.
     #[error("invalid plugin_config: {0}")]
     Inconsistent(String),
@@ -335,8 +338,7 @@ fn default_close_timeout() -> Duration {
 impl SinkConfig {
     /// Parses and checks the JSON the runtime passes to `open`.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| ConfigError::Invalid(format!("not JSON: {e}")))?;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(ConfigError::NotJson)?;
         Self::from_value(value)
     }
 
@@ -347,7 +349,7 @@ impl SinkConfig {
         }
         fold_transform_keys(&mut value);
         fold_prefixed_keys(&mut value, "spool");
-        let config: Self = serde_json::from_value(value).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let config: Self = serde_json::from_value(value).map_err(ConfigError::Invalid)?;
         config.check()?;
         Ok(config)
     }
@@ -607,6 +609,25 @@ fn fold_transform_keys(value: &mut serde_json::Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_config_keeps_the_parsers_error_as_its_source() {
+        use std::error::Error as _;
+        let not_json = SinkConfig::from_json("{not json").unwrap_err();
+        assert!(
+            not_json
+                .to_string()
+                .starts_with("invalid plugin_config: not JSON: "),
+            "{not_json}"
+        );
+        let source = not_json.source().expect("the parser's error is kept");
+        assert!(source.downcast_ref::<serde_json::Error>().is_some(), "{source:?}");
+        let unknown =
+            SinkConfig::from_json(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","tabel":1}"#)
+                .unwrap_err();
+        assert!(unknown.to_string().contains("unknown field `tabel`"), "{unknown}");
+        assert!(unknown.source().is_some(), "{unknown:?}");
+    }
     use crate::schema::{Column, DataType};
 
     pub(super) fn parse(json: &str) -> Result<SinkConfig, ConfigError> {

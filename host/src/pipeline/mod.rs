@@ -53,8 +53,13 @@ pub(crate) enum PipelineError {
     #[error(transparent)]
     Metrics(#[from] crate::metrics::server::ServeError),
     /// A worker task ended without an answer (it panicked).
-    #[error("internal error: {0}")]
-    Internal(String),
+    #[error("internal error: {step}: {source}")]
+    Worker {
+        /// What the task was doing.
+        step: &'static str,
+        /// How it ended.
+        source: tokio::task::JoinError,
+    },
 }
 
 /// Counts of messages since the instance opened.
@@ -135,7 +140,10 @@ impl Pipeline {
                 None => RowStage::from_config(&config, &schema).map(|stage| (stage, None)),
             })
             .await
-            .map_err(|e| PipelineError::Internal(format!("loading the transform: {e}")))?
+            .map_err(|source| PipelineError::Worker {
+                step: "loading the transform",
+                source,
+            })?
             .map_err(PipelineError::Transform)?
         };
         let stage = match config.table_type {
@@ -361,9 +369,10 @@ impl Pipeline {
                 })
                 .collect();
             for task in tasks {
-                let part = task
-                    .await
-                    .map_err(|e| PipelineError::Internal(format!("making rows: {e}")))??;
+                let part = task.await.map_err(|source| PipelineError::Worker {
+                    step: "making rows",
+                    source,
+                })??;
                 output.append(part);
             }
         }

@@ -355,7 +355,10 @@ impl Pipeline {
         ));
         tokio::select! {
             done = &mut attempt => {
-                let written = done.unwrap_or_else(|e| Err(PipelineError::Internal(format!("writing a batch: {e}"))));
+                let written = done.unwrap_or_else(|e| Err(PipelineError::Worker {
+                    step: "writing a batch",
+                    source: e,
+                }));
                 if let Some(file) = journaled {
                     spooler.release(&file);
                 }
@@ -414,8 +417,12 @@ impl Pipeline {
             let written = match attempt {
                 Some(task) => {
                     let awaited = async {
-                        task.await
-                            .unwrap_or_else(|e| Err(PipelineError::Internal(format!("writing a batch: {e}"))))
+                        task.await.unwrap_or_else(|e| {
+                            Err(PipelineError::Worker {
+                                step: "writing a batch",
+                                source: e,
+                            })
+                        })
                     };
                     observing(spooler, awaited).await
                 }

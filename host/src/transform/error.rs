@@ -27,12 +27,12 @@ pub enum TransformError {
         reason: String,
     },
     /// The component did not compile.
-    #[error("transform {path} does not compile: {reason}")]
+    #[error("transform {path} does not compile: {source:#}")]
     Compile {
         /// The file.
         path: PathBuf,
-        /// The compiler's message.
-        reason: String,
+        /// The compiler's error.
+        source: wasmtime::Error,
     },
     /// The component targets another version of this project's WIT package.
     #[error(
@@ -59,8 +59,11 @@ pub enum TransformError {
     Instantiate {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Why, in the words of a dead letter.
         reason: String,
+        /// Wasmtime's error.
+        #[source]
+        source: wasmtime::Error,
     },
     /// The guest's `init` returned an error or failed.
     #[error("transform {path} refused to start: {reason}")]

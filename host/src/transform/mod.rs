@@ -190,9 +190,9 @@ impl Transform {
         let engine = engine::shared_engine(limits.max_stack)?;
         let started = Instant::now();
         let (component, source) = cache::load_or_compile(&engine, &bytes, spec.cache_dir.as_deref())
-            .map_err(|e| TransformError::Compile {
+            .map_err(|source| TransformError::Compile {
                 path: path.clone(),
-                reason: format!("{e:#}"),
+                source,
             })?;
         let load_info = LoadInfo {
             source,

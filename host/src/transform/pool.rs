@@ -33,9 +33,10 @@ impl Transform {
         let bindings = self
             .pre
             .instantiate(&mut store)
-            .map_err(|e| TransformError::Instantiate {
+            .map_err(|source| TransformError::Instantiate {
                 path: self.path.clone(),
-                reason: describe_failure(&e, &self.limits, None),
+                reason: describe_failure(&source, &self.limits, None),
+                source,
             })?;
         self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
 

@@ -266,7 +266,7 @@ impl FlussWriter {
                 break;
             };
             if !retries.wait_after(transient.len(), &error).await {
-                return Err(undelivered(what, retries.made(), &error.to_string()));
+                return Err(undelivered_after(what, retries.made(), error));
             }
             round = if keyed {
                 (transient[0]..converted.len()).filter(|&i| !refused[i]).collect()
@@ -351,7 +351,7 @@ impl FlussWriter {
                 return Ok(Err(format!("Fluss refused the write: {error}")));
             }
             if !retries.wait_after(1, &error).await {
-                return Err(undelivered(what, retries.made(), &error.to_string()));
+                return Err(undelivered_after(what, retries.made(), error));
             }
         }
     }
@@ -439,11 +439,23 @@ impl FlussWriter {
     }
 }
 
+/// Not acknowledged, for `reason` (no error of the client's to keep).
 pub(super) fn undelivered(what: &str, retries: u32, reason: &str) -> WriteError {
     WriteError::Undelivered {
         what: what.into(),
         retries,
         reason: reason.into(),
+        last_error: None,
+    }
+}
+
+/// Not acknowledged: the retries ran out on `error`.
+pub(super) fn undelivered_after(what: &str, retries: u32, error: fluss::error::Error) -> WriteError {
+    WriteError::Undelivered {
+        what: what.into(),
+        retries,
+        reason: error.to_string(),
+        last_error: Some(Box::new(error)),
     }
 }
 

@@ -67,12 +67,23 @@ pub(crate) fn to_record_batch(
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     /// No connection to the cluster.
-    #[error("cannot connect to Fluss at {servers}: {reason}")]
+    #[error("cannot connect to Fluss at {servers}: {source}")]
     Connect {
         /// The bootstrap servers.
         servers: String,
-        /// The client's message.
-        reason: String,
+        /// The client's error.
+        source: ClientError,
+    },
+    /// Fluss failed a request about a table (looking it up, creating it or
+    /// its partitions).
+    #[error("table {table}: {}", step_and(step.as_deref(), source))]
+    Catalog {
+        /// Which table.
+        table: String,
+        /// What the writer asked for, when it says more than the error.
+        step: Option<String>,
+        /// The client's error.
+        source: ClientError,
     },
     /// A table could not be found, created or read.
     #[error("table {table}: {reason}")]
@@ -91,8 +102,11 @@ pub enum WriteError {
         what: String,
         /// Retries made.
         retries: u32,
-        /// The last error.
+        /// The last error, or why there is none.
         reason: String,
+        /// The last error the client gave, when there was one.
+        #[source]
+        last_error: Option<ClientError>,
     },
     /// Fluss did not answer a step other than a write before the deadline.
     #[error("Fluss did not answer before the deadline (delivery_timeout) while {step}")]
@@ -100,6 +114,18 @@ pub enum WriteError {
         /// What the writer was doing.
         step: String,
     },
+}
+
+/// An error of fluss-rs's (`fluss::error::Error`; boxed, it is large), kept
+/// as a [`WriteError`]'s source: downcast it to read it.
+pub type ClientError = Box<dyn std::error::Error + Send + Sync>;
+
+/// `step: error`, or the error alone.
+fn step_and(step: Option<&str>, error: &ClientError) -> String {
+    match step {
+        Some(step) => format!("{step}: {error}"),
+        None => error.to_string(),
+    }
 }
 
 /// What became of a batch's messages.
@@ -203,9 +229,9 @@ impl FlussWriter {
             config.security_sasl_username = user.clone();
             config.security_sasl_password = password.clone();
         }
-        let fail = |e: &dyn std::fmt::Display| WriteError::Connect {
+        let fail = |source: fluss::error::Error| WriteError::Connect {
             servers: settings.bootstrap_servers.clone(),
-            reason: e.to_string(),
+            source: Box::new(source),
         };
         let late = |step: &str| WriteError::DeadlinePassed {
             step: format!("{step} {}", settings.bootstrap_servers),
@@ -214,14 +240,14 @@ impl FlussWriter {
             .run(FlussConnection::new(config))
             .await
             .map_err(|_| late("connecting to"))?
-            .map_err(|e| fail(&e))?;
+            .map_err(fail)?;
         let connection = Arc::new(connection);
-        let admin = connection.get_admin().map_err(|e| fail(&e))?;
+        let admin = connection.get_admin().map_err(fail)?;
         deadline
             .run(admin.get_server_nodes())
             .await
             .map_err(|_| late("listing the servers of"))?
-            .map_err(|e| fail(&e))?;
+            .map_err(fail)?;
         let sweeper = Arc::new(nodelay::Sweeper::new(
             connection.clone(),
             &settings.bootstrap_servers,
@@ -258,9 +284,10 @@ impl FlussWriter {
             .map_err(|_| WriteError::DeadlinePassed {
                 step: format!("looking up the dead-letter table {path}"),
             })?
-            .map_err(|e| WriteError::Table {
+            .map_err(|source| WriteError::Catalog {
                 table: path.to_string(),
-                reason: e.to_string(),
+                step: None,
+                source: Box::new(source),
             })?;
         let schema = if exists {
             self.table(path, deadline).await?.schema.clone()

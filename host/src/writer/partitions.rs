@@ -223,9 +223,10 @@ impl FlussWriter {
         let late = |step: &str| WriteError::DeadlinePassed {
             step: format!("{step} of {path}"),
         };
-        let failed = |step: &str, e: fluss::error::Error| WriteError::Table {
+        let failed = |step: &str, source: fluss::error::Error| WriteError::Catalog {
             table: path.to_string(),
-            reason: format!("{step}: {e}"),
+            step: Some(step.into()),
+            source: Box::new(source),
         };
         let listed = deadline
             .run(self.admin.list_partition_infos(&fluss))

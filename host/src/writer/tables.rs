@@ -91,11 +91,16 @@ impl FlussWriter {
             table: path.to_string(),
             reason,
         };
+        let refused = |step: &str, source| WriteError::Catalog {
+            table: path.to_string(),
+            step: Some(step.into()),
+            source: Box::new(source),
+        };
         deadline
             .run(self.admin.create_database(&path.database, None, true))
             .await
             .map_err(|_| expired(path, "creating the database"))?
-            .map_err(|e| fail(format!("cannot create database: {e}")))?;
+            .map_err(|e| refused("cannot create database", e))?;
         let mut builder = FlussSchema::builder();
         for column in &schema.columns {
             builder = builder.column(column.name.clone(), fluss_type(column));
@@ -124,7 +129,7 @@ impl FlussWriter {
             .run(self.admin.create_table(&fluss_path(path), &descriptor, true))
             .await
             .map_err(|_| expired(path, "creating the table"))?
-            .map_err(|e| fail(format!("cannot create table: {e}")))?;
+            .map_err(|e| refused("cannot create table", e))?;
         Ok(self.table(path, deadline).await?.schema.clone())
     }
 
@@ -149,7 +154,11 @@ impl FlussWriter {
             .run(self.connection.get_table(&fluss_path(path)))
             .await
             .map_err(|_| expired(path, "opening the table"))?
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|source| WriteError::Catalog {
+                table: path.to_string(),
+                step: None,
+                source: Box::new(source),
+            })?;
         let info = table.get_table_info();
         let row_type = info.row_type();
         let columns = row_type
