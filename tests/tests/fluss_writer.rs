@@ -476,18 +476,22 @@ async fn a_refused_connection_names_the_servers_and_keeps_the_clients_error() {
     use std::error::Error as _;
     // A port nothing listens on: the client's connection is refused at once.
     let port = integration_tests::free_port();
-    let err = match iggy_connector_fluss_sink::FlussWriter::connect(iggy_connector_fluss_sink::WriterSettings {
-        bootstrap_servers: format!("127.0.0.1:{port}"),
-        delivery_timeout: Duration::from_secs(5),
-        ..settings()
-    })
-    .await
-    {
-        Ok(_) => panic!("nothing listens on {port}"),
-        Err(e) => e,
-    };
+    let err =
+        match iggy_connector_fluss_sink::FlussWriter::connect(iggy_connector_fluss_sink::WriterSettings {
+            bootstrap_servers: format!("127.0.0.1:{port}"),
+            delivery_timeout: Duration::from_secs(5),
+            ..settings()
+        })
+        .await
+        {
+            Ok(_) => panic!("nothing listens on {port}"),
+            Err(e) => e,
+        };
     let text = err.to_string();
     assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
     let source = err.source().expect("the client's error is kept as the source");
-    assert!(source.downcast_ref::<fluss::error::Error>().is_some(), "{source:?}");
+    assert!(
+        source.downcast_ref::<fluss::error::Error>().is_some(),
+        "{source:?}"
+    );
 }

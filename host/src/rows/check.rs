@@ -66,33 +66,14 @@ pub(crate) fn misfits<'s>(
 
 /// Whether one row can be written to `schema`'s table.
 pub(crate) fn check_row(schema: &TableSchema, row: &RowView<'_>) -> Result<(), String> {
-    match (row.kind, schema.has_primary_key()) {
-        (RowKind::Append, true) => {
-            return Err("an append row for a primary-key table; use upsert or delete".into());
-        }
-        (RowKind::Upsert | RowKind::Delete, false) => {
-            return Err(format!(
-                "a {} row for a log table; log tables take appends",
-                row.kind.name()
-            ));
-        }
-        _ => {}
-    }
-    if row.cell_count as usize != schema.columns.len() {
-        return Err(format!(
-            "the row has {} cells but the table has {} columns",
-            row.cell_count,
-            schema.columns.len()
-        ));
-    }
+    check_shape(schema, row.kind, row.cell_count)?;
     let mut first_absent = None;
     for (cell, column) in row.cells().zip(&schema.columns) {
+        check_cell(schema, row.kind, column, cell)?;
         if matches!(cell, Cell::Absent) {
-            absent_allowed(schema, row.kind, &column.name, column.nullable)?;
             first_absent.get_or_insert(&column.name);
             continue;
         }
-        cell.fits(column)?;
         // The codec checks that a DECIMAL cell is text; whether it fits the
         // column's precision after rounding to its scale is checked here.
         if let (Cell::Decimal(text), DataType::Decimal(p, s)) = (cell, column.data_type) {
@@ -106,6 +87,49 @@ pub(crate) fn check_row(schema: &TableSchema, row: &RowView<'_>) -> Result<(), S
         return Err(format!("column `{name}` is absent, but {reason}"));
     }
     Ok(())
+}
+
+/// Whether a row of `kind` with `cell_count` cells suits `schema`'s table:
+/// appends for log tables, upserts and deletes for primary-key tables, one
+/// cell per column.
+pub(crate) fn check_shape(schema: &TableSchema, kind: RowKind, cell_count: u16) -> Result<(), String> {
+    match (kind, schema.has_primary_key()) {
+        (RowKind::Append, true) => {
+            return Err("an append row for a primary-key table; use upsert or delete".into());
+        }
+        (RowKind::Upsert | RowKind::Delete, false) => {
+            return Err(format!(
+                "a {} row for a log table; log tables take appends",
+                kind.name()
+            ));
+        }
+        _ => {}
+    }
+    if cell_count as usize != schema.columns.len() {
+        return Err(format!(
+            "the row has {} cells but the table has {} columns",
+            cell_count,
+            schema.columns.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `cell` of a row of `kind` fits `column` of `schema`'s table: an
+/// absent cell only where the row may leave the column out, any other of
+/// the column's type (or one it widens from). A DECIMAL cell's precision
+/// is not checked here but where its text is read ([`check_row`], or the
+/// Arrow builder the cell goes into).
+pub(crate) fn check_cell(
+    schema: &TableSchema,
+    kind: RowKind,
+    column: &crate::schema::Column,
+    cell: Cell<'_>,
+) -> Result<(), String> {
+    if matches!(cell, Cell::Absent) {
+        return absent_allowed(schema, kind, &column.name, column.nullable);
+    }
+    cell.fits(column)
 }
 
 /// Whether a row of `kind` may leave column `name` out: only upserts on

@@ -88,6 +88,13 @@ impl ColumnRows {
         &self.segments[i.max(1) - 1]
     }
 
+    /// Counts the rows' messages from `base` (which every one is at or past).
+    pub(super) fn count_messages_from(&mut self, base: u32) {
+        for m in &mut self.messages {
+            *m -= base;
+        }
+    }
+
     /// Appends `other`'s rows, shifting their message indexes by `message_offset`.
     pub fn append(&mut self, other: ColumnRows, message_offset: u32) {
         let base = self.messages.len();
@@ -110,6 +117,9 @@ pub struct ColumnOutput {
     pub outcomes: Vec<MessageOutcome>,
     /// The rows of the messages whose outcome is [`MessageOutcome::Rows`].
     pub rows: ColumnRows,
+    /// Messages whose rows a transform made but that did not fit the table
+    /// (dead-lettered as `schema`, not as the stage's kind).
+    pub(crate) misfits: Vec<u32>,
 }
 
 impl ColumnOutput {
@@ -118,6 +128,7 @@ impl ColumnOutput {
         let offset = self.outcomes.len() as u32;
         self.outcomes.extend(other.outcomes);
         self.rows.append(other.rows, offset);
+        self.misfits.extend(other.misfits.into_iter().map(|m| m + offset));
     }
 }
 
@@ -194,6 +205,27 @@ impl<'b> ColumnsBuilder<'b> {
     /// Why the last row was left out, if it was.
     pub(crate) fn take_refusal(&mut self) -> Option<String> {
         self.refusal.take()
+    }
+
+    /// Leaves the current row out for `reason` (unless it already is).
+    pub(super) fn refuse(&mut self, reason: String) {
+        self.refusal.get_or_insert(reason);
+    }
+
+    /// Rows made so far, spoiled ones included.
+    pub(super) fn row_count(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Leaves every row from the `start`th on out.
+    pub(super) fn spoil_rows_since(&mut self, start: usize) {
+        self.spoiled.extend(start..self.messages.len());
+    }
+
+    /// Whether the next cell's column is filled from the message
+    /// (a metadata column), whatever the cell holds.
+    pub(super) fn fills_metadata(&self) -> bool {
+        self.metadata.get(self.column).copied().flatten().is_some()
     }
 
     /// The rows made, without the spoiled ones.

@@ -10,7 +10,7 @@ use fluss_row_codec::{DEFAULT_TABLE, RowKind, RowsBuilder};
 use arrow::datatypes::SchemaRef;
 
 use crate::batch::{Header, MessageBatch};
-use crate::rows::columns::{ColumnOutput, ColumnRows, ColumnsBuilder};
+use crate::rows::columns::{ColumnOutput, ColumnsBuilder};
 use crate::rows::metadata::is_metadata_column;
 use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
 use crate::schema::Column;
@@ -258,7 +258,11 @@ impl ColumnMapping {
             });
         }
         match columns.finish() {
-            Ok(rows) => ColumnOutput { outcomes, rows },
+            Ok(rows) => ColumnOutput {
+                outcomes,
+                rows,
+                misfits: Vec::new(),
+            },
             Err(reason) => dead_letter_all(batch.len(), &format!("cannot build the Arrow batch: {reason}")),
         }
     }
@@ -267,7 +271,7 @@ impl ColumnMapping {
 fn dead_letter_all(count: usize, reason: &str) -> ColumnOutput {
     ColumnOutput {
         outcomes: vec![MessageOutcome::DeadLetter(reason.to_string()); count],
-        rows: ColumnRows::default(),
+        ..ColumnOutput::default()
     }
 }
 

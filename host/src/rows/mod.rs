@@ -5,6 +5,7 @@
 pub(crate) mod check;
 pub(crate) mod columns;
 pub(crate) mod decimal;
+pub(crate) mod guest_columns;
 pub(crate) mod json;
 pub(crate) mod metadata;
 mod outcome;
@@ -128,6 +129,28 @@ impl RowBatch {
             };
             (*e, row)
         })
+    }
+
+    /// The rows of messages `messages`, with their entries (rows are in
+    /// message order).
+    pub(crate) fn iter_messages(
+        &self,
+        messages: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = (RowEntry, RowView<'_>)> + '_ {
+        let (first, last) = (messages.start as u32, messages.end as u32);
+        let start = self.entries.partition_point(|e| e.message < first);
+        let end = self.entries.partition_point(|e| e.message < last);
+        self.entries[start..end].iter().map(|e| (*e, self.view(e)))
+    }
+
+    fn view(&self, e: &RowEntry) -> RowView<'_> {
+        RowView {
+            kind: e.kind,
+            table: e.table,
+            cell_count: e.cell_count,
+            cell_bytes: &self.bytes[e.start as usize + 5..e.end as usize],
+            offset: e.start as usize,
+        }
     }
 
     /// Every row's message and its encoded bytes, in order (rows dropped by

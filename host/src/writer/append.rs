@@ -355,6 +355,20 @@ impl FlussWriter {
         path: &TablePath,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
+        self.write_column_chunks(batch, chunks, path, DeadLetterKind::Mapping, deadline)
+            .await
+    }
+
+    /// [`FlussWriter::write_columns_within`] for columns made by `stage`
+    /// (the kind of the dead letters already in `chunks`' outcomes).
+    pub(super) async fn write_column_chunks(
+        &self,
+        batch: &MessageBatch,
+        chunks: impl Iterator<Item = ColumnOutput>,
+        path: &TablePath,
+        stage: DeadLetterKind,
+        deadline: Deadline,
+    ) -> Result<WriteReport, WriteError> {
         let mut output = ColumnOutput::default();
         let written = self
             .guard_staleness(path, deadline, async {
@@ -384,16 +398,25 @@ impl FlussWriter {
                 Ok(failures)
             })
             .await?;
-        let mut kinds = vec![DeadLetterKind::Mapping; batch.len()];
+        let mut kinds = vec![stage; batch.len()];
+        for &message in &output.misfits {
+            kinds[message as usize] = DeadLetterKind::Schema;
+        }
         for (message, reason) in written {
             output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
             kinds[message as usize] = DeadLetterKind::Write;
         }
         let (report, letters) = report_of(&output.outcomes, &kinds);
-        if let Some(metrics) = &self.metrics
-            && report.written > 0
-        {
-            metrics.rows_written(path, report.written as u64);
+        if let Some(metrics) = &self.metrics {
+            let rows = output
+                .rows
+                .messages()
+                .iter()
+                .filter(|&&m| matches!(output.outcomes[m as usize], MessageOutcome::Rows(_)))
+                .count();
+            if rows > 0 {
+                metrics.rows_written(path, rows as u64);
+            }
         }
         self.dead_letter(batch, &letters, deadline).await?;
         Ok(report)

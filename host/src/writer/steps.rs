@@ -10,8 +10,14 @@ use super::tables::Table;
 use super::{FlussWriter, GroupKey, PendingRow, WriteError, WriteReport, report_of, routing};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
+use crate::rows::columns::ColumnOutput;
+use crate::rows::guest_columns::guest_columns;
 use crate::rows::{DeadLetterKind, MessageOutcome, RowBatch, TransformOutput, check, metadata};
 use crate::schema::TablePath;
+
+/// Messages whose rows are put in Arrow columns and sent together on the
+/// column path (the client joins what fits its batches).
+const COLUMN_CHUNK: usize = 500;
 
 /// Tables by their index in a [`TransformOutput`]'s rows (0: the sink's own).
 type RoutedTables = HashMap<u16, Arc<Table>>;
@@ -30,12 +36,57 @@ impl FlussWriter {
         stage: DeadLetterKind,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
+        if output.rows.tables().is_empty()
+            && let Some(arrow_schema) = self.whole_batch_schema(default_table, deadline).await?
+        {
+            return self
+                .write_as_columns(batch, &output, default_table, arrow_schema, stage, deadline)
+                .await;
+        }
         self.guard_staleness(
             default_table,
             deadline,
             self.write_rows_of(batch, output, default_table, stage, deadline),
         )
         .await
+    }
+
+    /// Rows all for `default_table`, an unpartitioned log table whose Arrow
+    /// batches land whole: checked and put in Arrow columns in one pass, a
+    /// chunk of messages at a time, each chunk sent as soon as it is made
+    /// (the lean path's writes).
+    async fn write_as_columns(
+        &self,
+        batch: &MessageBatch,
+        output: &TransformOutput,
+        default_table: &TablePath,
+        arrow_schema: arrow::datatypes::SchemaRef,
+        stage: DeadLetterKind,
+        deadline: Deadline,
+    ) -> Result<WriteReport, WriteError> {
+        let schema = self.table(default_table, deadline).await?.schema.clone();
+        let count = output.outcomes.len();
+        let include_metadata = self.settings.include_metadata;
+        let chunks = (0..count).step_by(COLUMN_CHUNK).map(|start| {
+            let messages = start..(start + COLUMN_CHUNK).min(count);
+            let made = guest_columns(
+                output,
+                messages.clone(),
+                batch,
+                &schema,
+                arrow_schema.clone(),
+                include_metadata,
+            );
+            made.unwrap_or_else(|reason| ColumnOutput {
+                outcomes: vec![
+                    MessageOutcome::DeadLetter(format!("cannot build the Arrow batch: {reason}"));
+                    messages.len()
+                ],
+                ..ColumnOutput::default()
+            })
+        });
+        self.write_column_chunks(batch, chunks, default_table, stage, deadline)
+            .await
     }
 
     async fn write_rows_of(
