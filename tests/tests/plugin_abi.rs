@@ -592,3 +592,58 @@ fn json_tagged_avro_proto_or_flatbuffer_maps_as_json_and_empty_polls_and_double_
         "closed for good"
     );
 }
+
+/// A consume of many chunks (`batch_size` 50), with and without a
+/// transform: the chunks are made side by side and sent as each is made,
+/// and the table holds every row once, in message order (one bucket), the
+/// bad messages dead-lettered with the writer's words.
+#[test]
+fn a_consume_of_many_chunks_lands_whole_and_in_order() {
+    let plugin = Plugin::load();
+    for transform in [None, Some("json-to-row")] {
+        let (path, dlq) = (unique_table("abi_chunks"), unique_table("abi_chunks_dlq"));
+        let mut config = log_config(&path, &dlq);
+        config["batch_size"] = json!(50);
+        if let Some(name) = transform {
+            config["transform"] = json!({
+                "path": component(name).display().to_string(),
+                "cache_dir": test_cache_dir().display().to_string(),
+            });
+        }
+        let id = next_id();
+        plugin.open_ok(id, &config);
+        let bad = [13u64, 377, 998];
+        let messages: Vec<TestMessage> = (0..1000u64)
+            .map(|i| match i {
+                _ if bad.contains(&i) => {
+                    TestMessage::text(i, &format!(r#"{{"id":{i},"amount":"123456789012.5"}}"#))
+                }
+                _ => TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","amount":"{i}.50"}}"#)),
+            })
+            .collect();
+        assert_eq!(
+            plugin.consume(id, "app", "events", JSON, &messages),
+            0,
+            "{:?}",
+            logged(&format!("instance={id}"))
+        );
+        let ids: Vec<String> = block(read_log(&path, 997, Duration::from_secs(30)))
+            .into_iter()
+            .map(|row| row[0].clone())
+            .collect();
+        let expected: Vec<String> = (0..1000u64)
+            .filter(|i| !bad.contains(i))
+            .map(|i| i.to_string())
+            .collect();
+        assert_eq!(ids, expected, "{transform:?}: every row once, in message order");
+        let letters = block(read_log(&dlq, 3, Duration::from_secs(30)));
+        assert_eq!(letters.len(), 3, "{transform:?}: {letters:?}");
+        assert!(
+            letters
+                .iter()
+                .all(|l| l.iter().any(|c| c.contains("DECIMAL(10, 2)"))),
+            "{transform:?}: {letters:?}"
+        );
+        assert_eq!(plugin.close(id), 0);
+    }
+}

@@ -20,6 +20,7 @@ use crate::spool::SpoolMode;
 use crate::transform::{Reloadable, TransformError};
 use crate::writer::{FlussWriter, WriteError, WriteReport};
 
+mod chunks;
 mod reload;
 mod spooled;
 mod stage;
@@ -293,12 +294,10 @@ impl Pipeline {
                 .await?);
         }
         if let RowStage::JsonColumns(_) = *self.stage {
-            // The lean path: each chunk's rows are made on this worker and
-            // sent at once, the next made while they are in flight.
-            let chunks = self
-                .stage
-                .column_chunks(schema, &batch, self.batch_size)
-                .expect("the lean path makes columns");
+            // The lean path: chunks are made on every core and each is sent
+            // once made, in order, while the next ones are being made.
+            let chunks =
+                chunks::ColumnChunks::new(self.stage.clone(), batch.clone(), schema, self.batch_size);
             return Ok(self
                 .writer
                 .write_columns_within(&batch, chunks, &self.table, deadline)

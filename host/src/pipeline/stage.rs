@@ -83,22 +83,15 @@ impl RowStage {
         }
     }
 
-    /// The rows of `batch` as Arrow columns, on the lean row path, made
-    /// lazily `size` messages at a time (`None` for the other stages, which
-    /// make encoded rows).
-    pub fn column_chunks<'a>(
-        &'a self,
-        schema: PayloadSchema,
-        batch: &'a MessageBatch,
-        size: usize,
-    ) -> Option<impl Iterator<Item = ColumnOutput> + Send + 'a> {
+    /// The rows of `chunk` as Arrow columns, on the lean row path (`None`
+    /// for the other stages).
+    pub(crate) fn column_chunk(&self, schema: PayloadSchema, chunk: &MessageBatch) -> Option<ColumnOutput> {
         let Self::JsonColumns(mapping) = self else {
             return None;
         };
-        Some(mapping.map_chunks(batch, size).map(move |mut output| {
-            explain_tag(schema, &mut output.outcomes);
-            output
-        }))
+        let mut output = mapping.map_batch(chunk);
+        explain_tag(schema, &mut output.outcomes);
+        Some(output)
     }
 
     /// This stage on the lean row path when it can take it: the JSON

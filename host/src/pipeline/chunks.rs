@@ -1,0 +1,99 @@
+//! The lean path's chunks of a batch made on the blocking pool, as many at
+//! once as there are cores (at most 4), and handed to the writer in message
+//! order: chunk i is sent while chunks i+1… are still being made, and no
+//! bucket sees its rows out of order.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+
+use super::stage::RowStage;
+use crate::batch::{MessageBatch, PayloadSchema};
+use crate::rows::MessageOutcome;
+use crate::rows::columns::ColumnOutput;
+
+/// The chunks of one batch, made ahead, in order.
+pub(super) struct ColumnChunks {
+    stage: Arc<RowStage>,
+    batch: Arc<MessageBatch>,
+    schema: PayloadSchema,
+    size: usize,
+    at_once: usize,
+    /// The first message of the next chunk to start.
+    next: usize,
+    /// Chunks being made, oldest first, with their message counts.
+    running: VecDeque<(usize, JoinHandle<ColumnOutput>)>,
+    span: tracing::Span,
+}
+
+impl ColumnChunks {
+    /// `batch` (payloads of the runtime's `schema`) in chunks of `size`
+    /// messages, made by `stage` (the lean path's).
+    pub(super) fn new(
+        stage: Arc<RowStage>,
+        batch: Arc<MessageBatch>,
+        schema: PayloadSchema,
+        size: usize,
+    ) -> Self {
+        let at_once = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+        Self {
+            stage,
+            batch,
+            schema,
+            size: size.max(1),
+            at_once,
+            next: 0,
+            running: VecDeque::new(),
+            span: tracing::Span::current(),
+        }
+    }
+
+    fn start_next(&mut self) {
+        let range = self.next..(self.next + self.size).min(self.batch.len());
+        self.next = range.end;
+        let (stage, batch, schema, span) = (
+            self.stage.clone(),
+            self.batch.clone(),
+            self.schema,
+            self.span.clone(),
+        );
+        let len = range.len();
+        let task = tokio::task::spawn_blocking(move || {
+            span.in_scope(|| {
+                let chunk = batch.slice(range);
+                stage
+                    .column_chunk(schema, &chunk)
+                    .expect("the lean path's stage makes columns")
+            })
+        });
+        self.running.push_back((len, task));
+    }
+}
+
+impl Iterator for ColumnChunks {
+    type Item = ColumnOutput;
+
+    /// The next chunk's columns. Blocks this thread until they are made:
+    /// call it where blocking is allowed (the writer's `block_in_place`).
+    fn next(&mut self) -> Option<ColumnOutput> {
+        if self.next == 0 && self.batch.len() <= self.size {
+            // One chunk: made here, at once, without a trip to the pool.
+            self.next = self.batch.len();
+            return (!self.batch.is_empty()).then(|| {
+                self.stage
+                    .column_chunk(self.schema, &self.batch)
+                    .expect("the lean path's stage makes columns")
+            });
+        }
+        while self.running.len() < self.at_once && self.next < self.batch.len() {
+            self.start_next();
+        }
+        let (len, task) = self.running.pop_front()?;
+        let made = tokio::runtime::Handle::current().block_on(task);
+        Some(made.unwrap_or_else(|e| ColumnOutput {
+            outcomes: vec![MessageOutcome::DeadLetter(format!("internal error: making rows: {e}")); len],
+            ..ColumnOutput::default()
+        }))
+    }
+}
