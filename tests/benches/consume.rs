@@ -25,7 +25,7 @@
 //! `cargo bench -p integration-tests --bench consume`.
 //!
 //! With `FLUSS_SINK_PLUGIN_BEFORE=<path to another build's .so>` that build
-//! is measured instead, in a run of its own: this build's `TCP_NODELAY`
+//! is measured instead (each path named `…_before`), in a run of its own: this build's `TCP_NODELAY`
 //! workaround covers every socket of the process to the cluster, so loading
 //! both in one process would lend it to the other build (and to fluss-rs
 //! direct). In a run of this build, fluss-rs direct gets `TCP_NODELAY` too:
@@ -180,7 +180,7 @@ fn consume(c: &mut Criterion) {
             (t.new_append().unwrap().create_writer().unwrap(), schema)
         });
         let mut opened: Vec<(&'static str, u32)> = vec![("plugin_consume", lean)];
-        if !before {
+        {
             let tenants = table("tenant");
             let metadata = json!({"include_metadata": true, "columns": columns(&[json!({"name": "iggy_topic", "type": "STRING"})])});
             let mut partitioned = metadata.clone();
@@ -254,9 +254,9 @@ fn consume(c: &mut Criterion) {
             });
             for path in &paths {
                 let name = if before {
-                    "plugin_consume_before"
+                    format!("{}_before", path.name)
                 } else {
-                    path.name
+                    path.name.to_string()
                 };
                 group.bench_function(BenchmarkId::new(name, n), |b| {
                     b.iter(|| assert_eq!(plugin.consume_raw(path.id, &topic, &meta, &path.raw), 0))

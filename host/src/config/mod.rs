@@ -19,8 +19,10 @@ use crate::transform::{Limits, TransformSpec};
 use crate::writer::WriterSettings;
 use crate::writer::routing::TablePattern;
 
+mod check;
 pub(crate) mod defaults;
 mod lenient;
+mod overrides;
 mod table;
 
 pub(crate) use lenient::Secret;
@@ -347,111 +349,11 @@ impl SinkConfig {
         if value.is_null() {
             return Err(ConfigError::Missing);
         }
-        fold_transform_keys(&mut value);
-        fold_prefixed_keys(&mut value, "spool");
+        overrides::fold_transform_keys(&mut value);
+        overrides::fold_prefixed_keys(&mut value, "spool");
         let config: Self = serde_json::from_value(value).map_err(ConfigError::Invalid)?;
         config.check()?;
         Ok(config)
-    }
-
-    fn check(&self) -> Result<(), ConfigError> {
-        let bad = |m: String| Err(ConfigError::Inconsistent(m));
-        if self.bootstrap_servers.trim().is_empty() {
-            return bad("bootstrap_servers is empty".into());
-        }
-        self.table_path()?;
-        self.dead_letter_path()?;
-        if self.batch_size == 0 {
-            return bad("batch_size must be at least 1".into());
-        }
-        for (name, value) in [
-            ("delivery_timeout", self.delivery_timeout),
-            ("open_timeout", self.open_timeout),
-            ("close_timeout", self.close_timeout),
-        ] {
-            if value.is_zero() {
-                return bad(format!(
-                    "{name} must be more than 0 (it bounds the call it names), for example \"30s\""
-                ));
-            }
-        }
-        if let Some(t) = &self.transform
-            && t.reload
-            && t.reload_check_interval.is_zero()
-        {
-            return bad("transform.reload_check_interval must be more than 0, for example \"2s\"".into());
-        }
-        self.allowed_table_patterns()?;
-        if self.bucket_count == Some(0) {
-            return bad("bucket_count must be at least 1 (or left out for the cluster's default)".into());
-        }
-        if self.dead_letter_path()? == Some(self.table_path()?) {
-            return bad(
-                "dead_letter_table is the sink's own table; name another table for dead letters".into(),
-            );
-        }
-        self.check_table_options()?;
-        if self.sasl_username.is_some() != self.sasl_password.is_some() {
-            return bad("sasl_username and sasl_password go together".into());
-        }
-        let mode = self.write_mode();
-        match (self.table_type, mode) {
-            (TableType::Log, WriteMode::Upsert | WriteMode::Delete) => {
-                return bad(format!(
-                    "write_mode = \"{}\" needs table_type = \"primary_key\"",
-                    mode.row_kind().name()
-                ));
-            }
-            (TableType::PrimaryKey, WriteMode::Append) => {
-                return bad("a primary_key table takes write_mode \"upsert\" or \"delete\"".into());
-            }
-            _ => {}
-        }
-        if self.table_type == TableType::PrimaryKey
-            && !self.columns.is_empty()
-            && self.primary_key_columns.is_empty()
-        {
-            return bad(
-                "table_type = \"primary_key\" with declared columns needs primary_key_columns".into(),
-            );
-        }
-        if self.table_type == TableType::Log && !self.primary_key_columns.is_empty() {
-            return bad("primary_key_columns needs table_type = \"primary_key\"".into());
-        }
-        if self.partial_update {
-            if self.table_type != TableType::PrimaryKey {
-                return bad(
-                    "partial_update needs table_type = \"primary_key\" (log tables take whole rows)".into(),
-                );
-            }
-            if self.transform.is_some() || self.payload_format != PayloadFormat::Json {
-                return bad(
-                    "partial_update applies to the JSON mapping; a transform leaves columns out with absent cells"
-                        .into(),
-                );
-            }
-        }
-        if self.dynamic_route_field.is_some() && !self.dynamic_routing {
-            return bad("dynamic_route_field is set but dynamic_routing is false".into());
-        }
-        if self.payload_format == PayloadFormat::ArrowIpc {
-            if self.transform.is_some() {
-                return bad("payload_format = \"arrow_ipc\" cannot be combined with a transform".into());
-            }
-            if self.table_type == TableType::PrimaryKey {
-                return bad("payload_format = \"arrow_ipc\" writes to log tables only".into());
-            }
-            if self.dynamic_routing {
-                return bad("dynamic_routing reads JSON fields; it does not apply to arrow_ipc".into());
-            }
-        }
-        if self.dynamic_routing && self.transform.is_some() {
-            return bad(
-                "with a transform, route rows by their table in the transform, not dynamic_routing".into(),
-            );
-        }
-        self.declared_schema()?;
-        Ok(())
     }
 
     /// The parsed `allowed_tables`.
@@ -548,64 +450,6 @@ impl SinkConfig {
     }
 }
 
-/// Moves top-level `<table>_<option>` keys into the `<table>` table, over
-/// what it holds (see [`fold_transform_keys`] for why).
-fn fold_prefixed_keys(value: &mut serde_json::Value, table: &str) {
-    let Some(top) = value.as_object_mut() else {
-        return;
-    };
-    let prefix = format!("{table}_");
-    let keys: Vec<String> = top.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
-    for key in keys {
-        let moved = top.remove(&key).expect("listed above");
-        let inner = top
-            .entry(table)
-            .or_insert_with(|| serde_json::Value::Object(Default::default()));
-        if let Some(inner) = inner.as_object_mut() {
-            inner.insert(key[prefix.len()..].to_string(), moved);
-        }
-    }
-}
-
-/// Moves top-level `transform_<option>` keys into the `transform` table
-/// (`transform_config_<key>` into `transform.config`), over what it holds:
-/// the runtime's environment overrides
-/// (`IGGY_CONNECTORS_SINK_<KEY>_PLUGIN_CONFIG_<FIELD>`) reach top-level keys
-/// only, so this is how they reach the transform's options.
-fn fold_transform_keys(value: &mut serde_json::Value) {
-    let Some(top) = value.as_object_mut() else {
-        return;
-    };
-    let keys: Vec<String> = top
-        .keys()
-        .filter(|k| k.starts_with("transform_"))
-        .cloned()
-        .collect();
-    for key in keys {
-        let field = key["transform_".len()..].to_string();
-        let moved = top.remove(&key).expect("listed above");
-        let transform = top
-            .entry("transform")
-            .or_insert_with(|| serde_json::Value::Object(Default::default()));
-        let Some(transform) = transform.as_object_mut() else {
-            return;
-        };
-        match field.strip_prefix("config_") {
-            Some(config_key) => {
-                let config = transform
-                    .entry("config")
-                    .or_insert_with(|| serde_json::Value::Object(Default::default()));
-                if let Some(config) = config.as_object_mut() {
-                    config.insert(config_key.to_string(), moved);
-                }
-            }
-            None => {
-                transform.insert(field, moved);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,7 +478,8 @@ mod tests {
         SinkConfig::from_json(json)
     }
 
-    const MINIMAL: &str = r#"{"bootstrap_servers":"localhost:9123","database":"mydb","table":"events"}"#;
+    pub(super) const MINIMAL: &str =
+        r#"{"bootstrap_servers":"localhost:9123","database":"mydb","table":"events"}"#;
 
     #[test]
     fn the_seed_example_parses_with_its_values() {
@@ -661,27 +506,6 @@ mod tests {
         assert_eq!(c.op_header, "op");
         assert!(c.transform_spec().is_none());
         assert!(c.declared_schema().unwrap().is_none());
-    }
-
-    #[test]
-    fn the_spool_is_on_failure_by_default_and_takes_top_level_keys() {
-        let c = parse(MINIMAL).unwrap();
-        assert_eq!(c.spool.mode, SpoolMode::OnFailure);
-        assert_eq!(c.spool.max_bytes(), 1 << 30);
-        let c = parse(
-            r#"{"bootstrap_servers":"x:1","database":"d","table":"t",
-                "spool":{"mode":"always","max_size":"64 MiB"},"spool_path":"/var/spool/x"}"#,
-        )
-        .unwrap();
-        assert_eq!(c.spool.mode, SpoolMode::Always);
-        assert_eq!(c.spool.max_bytes(), 64 << 20);
-        assert_eq!(
-            c.spool.dir(&TablePath::new("d", "t")),
-            Some(PathBuf::from("/var/spool/x"))
-        );
-        let e = parse(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","spool_mode":"sometimes"}"#)
-            .unwrap_err();
-        assert!(e.to_string().contains("sometimes"), "{e}");
     }
 
     #[test]
@@ -741,72 +565,6 @@ mod tests {
         let e = parse(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","flush_interval":"5"}"#)
             .unwrap_err();
         assert!(e.to_string().contains("duration \"5\""), "{e}");
-    }
-
-    #[test]
-    fn contradictions_are_refused_with_the_fix() {
-        let cases = [
-            (r#""write_mode":"upsert""#, "needs table_type = \"primary_key\""),
-            (
-                r#""table_type":"primary_key","write_mode":"append""#,
-                "takes write_mode",
-            ),
-            (
-                r#""table_type":"primary_key","columns":[{"name":"id","type":"BIGINT"}]"#,
-                "needs primary_key_columns",
-            ),
-            (r#""dynamic_route_field":"to""#, "dynamic_routing is false"),
-            (
-                r#""payload_format":"arrow_ipc","table_type":"primary_key""#,
-                "log tables only",
-            ),
-            (r#""dead_letter_table":"nodot""#, "dead_letter_table"),
-            (r#""columns":[{"name":"a","type":"NUMBER"}]"#, "column `a`"),
-            (r#""batch_size":0"#, "batch_size"),
-            (r#""sasl_username":"u""#, "go together"),
-            (
-                r#""delivery_timeout":"0s""#,
-                "delivery_timeout must be more than 0",
-            ),
-            (r#""open_timeout":"0ms""#, "open_timeout must be more than 0"),
-            (r#""bucket_count":0"#, "bucket_count must be at least 1"),
-            (r#""partial_update":true"#, "partial_update needs table_type"),
-            (r#""dead_letter_table":"d.t""#, "the sink's own table"),
-            (
-                r#""allowed_tables":["orders_*"]"#,
-                "allowed_tables: `orders_*` is not",
-            ),
-        ];
-        for (extra, expected) in cases {
-            let json = format!(r#"{{"bootstrap_servers":"x:1","database":"d","table":"t",{extra}}}"#);
-            let e = parse(&json).unwrap_err();
-            assert!(e.to_string().contains(expected), "{extra}: {e}");
-        }
-    }
-
-    #[test]
-    fn top_level_transform_keys_override_the_transform_table() {
-        let c = parse(
-            r#"{"bootstrap_servers":"x:1","database":"d","table":"t",
-                "transform":{"path":"/a.wasm","call_timeout":"1s","config":{"kind":"append","keep":"yes"}},
-                "transform_path":"/b.wasm","transform_call_timeout":"250ms","transform_config_kind":"upsert",
-                "transform_max_memory":1048576}"#,
-        )
-        .unwrap();
-        let t = c.transform.unwrap();
-        assert_eq!(t.path, PathBuf::from("/b.wasm"));
-        assert_eq!(t.call_timeout, Some(Duration::from_millis(250)));
-        assert_eq!(t.max_memory, Some(1 << 20));
-        assert_eq!(t.config.get("kind").map(String::as_str), Some("upsert"));
-        assert_eq!(t.config.get("keep").map(String::as_str), Some("yes"));
-        // Without a transform table the keys make one.
-        let c = parse(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","transform_path":"/c.wasm"}"#)
-            .unwrap();
-        assert_eq!(c.transform.unwrap().path, PathBuf::from("/c.wasm"));
-        // An unknown transform option is still named.
-        let e = parse(r#"{"bootstrap_servers":"x:1","database":"d","table":"t","transform_path":"/c.wasm","transform_colour":"red"}"#)
-            .unwrap_err();
-        assert!(e.to_string().contains("colour"), "{e}");
     }
 
     #[test]
