@@ -119,16 +119,7 @@ impl RowBatch {
     pub fn iter(&self) -> impl Iterator<Item = (RowEntry, RowView<'_>)> + '_ {
         // Every row was fully decoded once when the batch was built, so the
         // views are rebuilt from the entries without decoding again.
-        self.entries.iter().map(|e| {
-            let row = RowView {
-                kind: e.kind,
-                table: e.table,
-                cell_count: e.cell_count,
-                cell_bytes: &self.bytes[e.start as usize + 5..e.end as usize],
-                offset: e.start as usize,
-            };
-            (*e, row)
-        })
+        self.entries.iter().map(|e| (*e, self.view(e)))
     }
 
     /// The rows of messages `messages`, with their entries (rows are in

@@ -336,8 +336,7 @@ impl FlussWriter {
         deadline: Deadline,
     ) -> Result<Option<arrow::datatypes::SchemaRef>, WriteError> {
         let table = self.table(path, deadline).await?;
-        let lean = matches!(table.sink, Sink::Log(_)) && table.whole_batches && table.partitioning.is_none();
-        Ok(lean.then(|| table.arrow_schema.clone()))
+        Ok(table.takes_columns().then(|| table.arrow_schema.clone()))
     }
 
     /// Writes the lean path's rows of `batch` to `path` (a table for which

@@ -36,12 +36,13 @@ impl FlussWriter {
         stage: DeadLetterKind,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        if output.rows.tables().is_empty()
-            && let Some(arrow_schema) = self.whole_batch_schema(default_table, deadline).await?
-        {
-            return self
-                .write_as_columns(batch, &output, default_table, arrow_schema, stage, deadline)
-                .await;
+        if output.rows.tables().is_empty() {
+            let table = self.table(default_table, deadline).await?;
+            if table.takes_columns() {
+                return self
+                    .write_as_columns(batch, &output, &table, stage, deadline)
+                    .await;
+            }
         }
         self.guard_staleness(
             default_table,
@@ -59,12 +60,10 @@ impl FlussWriter {
         &self,
         batch: &MessageBatch,
         output: &TransformOutput,
-        default_table: &TablePath,
-        arrow_schema: arrow::datatypes::SchemaRef,
+        table: &Table,
         stage: DeadLetterKind,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        let schema = self.table(default_table, deadline).await?.schema.clone();
         let count = output.outcomes.len();
         let include_metadata = self.settings.include_metadata;
         let chunks = (0..count).step_by(COLUMN_CHUNK).map(|start| {
@@ -73,8 +72,8 @@ impl FlussWriter {
                 output,
                 messages.clone(),
                 batch,
-                &schema,
-                arrow_schema.clone(),
+                &table.schema,
+                table.arrow_schema.clone(),
                 include_metadata,
             );
             made.unwrap_or_else(|reason| ColumnOutput {
@@ -85,7 +84,7 @@ impl FlussWriter {
                 ..ColumnOutput::default()
             })
         });
-        self.write_column_chunks(batch, chunks, default_table, stage, deadline)
+        self.write_column_chunks(batch, chunks, &table.schema.path, stage, deadline)
             .await
     }
 

@@ -33,6 +33,14 @@ pub(super) struct Table {
     pub partitioning: Option<Partitioning>,
 }
 
+impl Table {
+    /// Whether the lean path's Arrow columns can be appended here whole:
+    /// an unpartitioned log table whose batches land whole.
+    pub(super) fn takes_columns(&self) -> bool {
+        matches!(self.sink, Sink::Log(_)) && self.whole_batches && self.partitioning.is_none()
+    }
+}
+
 pub(super) fn fluss_path(path: &TablePath) -> FlussPath {
     FlussPath::new(path.database.clone(), path.table.clone())
 }
