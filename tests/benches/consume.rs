@@ -15,7 +15,9 @@
 //!   three tables (the tenant in a header);
 //! - `plugin_primary_key` and `plugin_cdc_upsert`: upserts into a
 //!   primary-key table, without a transform and with `cdc-upsert` (the op
-//!   in a header);
+//!   in a header), against `fluss_rs_direct_upsert`: fluss-rs's upsert
+//!   writer at its best on the same table (rows built beforehand, all sent,
+//!   one flush, every acknowledgement awaited), the limit of that path;
 //! - `plugin_metadata` and `plugin_partitioned`: with a metadata column
 //!   `iggy_topic`, unpartitioned and partitioned by it.
 //!
@@ -37,8 +39,9 @@ use std::time::Duration;
 use arrow::array::{ArrayRef, Decimal128Array, Int64Array, StringArray};
 use arrow::record_batch::RecordBatch;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use fluss::client::AppendWriter;
+use fluss::client::{AppendWriter, UpsertWriter};
 use fluss::metadata::TablePath as FlussPath;
+use fluss::row::{Decimal, GenericRow};
 use integration_tests::component;
 use integration_tests::fluss_cluster::{bootstrap, connection};
 use integration_tests::plugin::{Plugin, TestMessage, encode, logged, next_id};
@@ -87,6 +90,42 @@ fn record(count: usize, size: usize, schema: arrow::datatypes::SchemaRef) -> Rec
         Arc::new(StringArray::from(notes)),
     ];
     RecordBatch::try_new(schema, columns).unwrap()
+}
+
+/// The same rows as fluss-rs's upsert writer takes them.
+fn generic_rows(count: usize, size: usize, schema: arrow::datatypes::SchemaRef) -> Vec<GenericRow<'static>> {
+    let batch = record(count, size, schema);
+    let ids = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+    let names = batch.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+    let amounts = batch
+        .column(2)
+        .as_any()
+        .downcast_ref::<Decimal128Array>()
+        .unwrap();
+    let notes = batch.column(3).as_any().downcast_ref::<StringArray>().unwrap();
+    (0..count)
+        .map(|i| {
+            let mut row = GenericRow::new(4);
+            row.set_field(0, ids.value(i));
+            row.set_field(1, names.value(i).to_string());
+            row.set_field(
+                2,
+                Decimal::from_unscaled_long(amounts.value(i) as i64, 10, 2).unwrap(),
+            );
+            row.set_field(3, notes.value(i).to_string());
+            row
+        })
+        .collect()
+}
+
+/// fluss-rs's upsert writer at its best: every row sent, then one flush,
+/// then every acknowledgement awaited.
+async fn direct_upserted(writer: &UpsertWriter, rows: &[GenericRow<'static>]) {
+    let acks: Vec<_> = rows.iter().map(|row| writer.upsert(row).unwrap()).collect();
+    writer.flush().await.unwrap();
+    for ack in acks {
+        ack.await.unwrap();
+    }
 }
 
 async fn direct_flushed(writer: &AppendWriter, record: &RecordBatch) {
@@ -180,6 +219,7 @@ fn consume(c: &mut Criterion) {
             (t.new_append().unwrap().create_writer().unwrap(), schema)
         });
         let mut opened: Vec<(&'static str, u32)> = vec![("plugin_consume", lean)];
+        let pk_table = table("pk");
         {
             let tenants = table("tenant");
             let metadata = json!({"include_metadata": true, "columns": columns(&[json!({"name": "iggy_topic", "type": "STRING"})])});
@@ -202,12 +242,19 @@ fn consume(c: &mut Criterion) {
                         }),
                     ),
                 ),
-                ("plugin_primary_key", open(plugin, &table("pk"), primary_key)),
+                ("plugin_primary_key", open(plugin, &pk_table, primary_key)),
                 ("plugin_cdc_upsert", open(plugin, &table("cdc"), cdc)),
                 ("plugin_metadata", open(plugin, &table("meta"), metadata)),
                 ("plugin_partitioned", open(plugin, &table("parted"), partitioned)),
             ]);
         }
+        let upserts = runtime.block_on(async {
+            let t = conn
+                .get_table(&FlussPath::new("bench", pk_table.as_str()))
+                .await
+                .unwrap();
+            t.new_upsert().unwrap().create_writer().unwrap()
+        });
         let mut group = c.benchmark_group(format!("consume_{size_name}"));
         for n in MESSAGES {
             let messages: Vec<TestMessage> = (0..n)
@@ -245,6 +292,10 @@ fn consume(c: &mut Criterion) {
             group.throughput(Throughput::Elements(n as u64));
             group.bench_function(BenchmarkId::new("fluss_rs_direct", n), |b| {
                 b.to_async(&runtime).iter(|| direct_flushed(&direct.0, &rows))
+            });
+            let keyed = generic_rows(n, size, direct.1.clone());
+            group.bench_function(BenchmarkId::new("fluss_rs_direct_upsert", n), |b| {
+                b.to_async(&runtime).iter(|| direct_upserted(&upserts, &keyed))
             });
             group.bench_function(BenchmarkId::new("arrow_json_fluss_rs", n), |b| {
                 b.to_async(&runtime).iter(|| async {

@@ -647,3 +647,83 @@ fn a_consume_of_many_chunks_lands_whole_and_in_order() {
         assert_eq!(plugin.close(id), 0);
     }
 }
+
+/// A consume of many chunks into a table partitioned by `name`, with and
+/// without a transform (both on the lean path): each partition holds its
+/// rows once, in message order, across the chunks; a message whose
+/// partition value is NULL or cannot name a Fluss partition is
+/// dead-lettered with the reason, and nothing of it is written.
+#[test]
+fn a_partitioned_consume_of_many_chunks_lands_each_row_in_its_partition_in_order() {
+    use integration_tests::fluss_cluster::{partition_names, read_partition};
+    let plugin = Plugin::load();
+    for transform in [None, Some("json-to-row")] {
+        let (path, dlq) = (unique_table("abi_pchunks"), unique_table("abi_pchunks_dlq"));
+        let mut config = log_config(&path, &dlq);
+        config["batch_size"] = json!(50);
+        config["partition_keys"] = json!(["name"]);
+        if let Some(name) = transform {
+            config["transform"] = json!({
+                "path": component(name).display().to_string(),
+                "cache_dir": test_cache_dir().display().to_string(),
+            });
+        }
+        let id = next_id();
+        plugin.open_ok(id, &config);
+        let (null, unnamable) = (77u64, 555u64);
+        let messages: Vec<TestMessage> = (0..600u64)
+            .map(|i| match i {
+                _ if i == null => TestMessage::text(i, &format!(r#"{{"id":{i},"amount":"1.00"}}"#)),
+                _ if i == unnamable => {
+                    TestMessage::text(i, &format!(r#"{{"id":{i},"name":"no/such","amount":"1.00"}}"#))
+                }
+                _ => TestMessage::text(
+                    i,
+                    &format!(r#"{{"id":{i},"name":"p{}","amount":"{i}.50"}}"#, i % 3),
+                ),
+            })
+            .collect();
+        assert_eq!(
+            plugin.consume(id, "app", "events", JSON, &messages),
+            0,
+            "{:?}",
+            logged(&format!("instance={id}"))
+        );
+        assert_eq!(
+            block(partition_names(&path)),
+            vec!["p0", "p1", "p2"],
+            "{transform:?}"
+        );
+        for p in 0..3u64 {
+            let expected: Vec<String> = (0..600u64)
+                .filter(|i| i % 3 == p && ![null, unnamable].contains(i))
+                .map(|i| i.to_string())
+                .collect();
+            let ids: Vec<String> = block(read_partition(
+                &path,
+                &format!("p{p}"),
+                expected.len(),
+                Duration::from_secs(30),
+            ))
+            .into_iter()
+            .map(|row| row[0].clone())
+            .collect();
+            assert_eq!(
+                ids, expected,
+                "{transform:?}: partition p{p}: every row once, in message order"
+            );
+        }
+        let letters = block(read_log(&dlq, 2, Duration::from_secs(30)));
+        assert_eq!(letters.len(), 2, "{transform:?}: {letters:?}");
+        for (reason, offset) in [("NULL", null), ("cannot name a Fluss partition", unnamable)] {
+            assert!(
+                letters.iter().any(|l| l[3] == offset.to_string()
+                    && l[7] == "partition"
+                    && l[8].contains(reason)
+                    && l[8].contains("partition key `name`")),
+                "{transform:?}: offset {offset} dead-lettered for `{reason}`: {letters:?}"
+            );
+        }
+        assert_eq!(plugin.close(id), 0);
+    }
+}

@@ -2,7 +2,8 @@
 //! cut into message-aligned parts, every part sent before any
 //! acknowledgement is awaited, a part refused for good bisected by message.
 //! The rows come as encoded rows (made into Arrow part by part) or as the
-//! Arrow columns of the lean row path ([`ColumnRows`], sliced).
+//! Arrow columns of the lean row path ([`ColumnRows`], sliced; written by
+//! `columns.rs`).
 
 use std::ops::Range;
 use std::time::Instant;
@@ -12,12 +13,10 @@ use fluss::client::{AppendWriter, WriteResultFuture};
 use fluss_row_codec::RowView;
 
 use super::delivery::{Failure, racing_flush, undelivered};
-use super::tables::{Sink, Table};
-use super::{DeadLetterKind, FlussWriter, MAX_BUFFER_WAIT, PendingRow, WriteError, WriteReport, report_of};
-use crate::batch::MessageBatch;
+use super::tables::Table;
+use super::{FlussWriter, MAX_BUFFER_WAIT, PendingRow, WriteError};
 use crate::deadline::Deadline;
-use crate::rows::MessageOutcome;
-use crate::rows::columns::{ColumnOutput, ColumnRows};
+use crate::rows::columns::ColumnRows;
 use crate::rows::to_fluss;
 use crate::schema::{TablePath, TableSchema};
 
@@ -95,7 +94,7 @@ impl AppendRows for ColumnRows {
 
 /// The rows `range` (messages in order, `messages[i]` row i's) cut into
 /// parts of about `bytes` bytes (`size` gives a row's), never inside a message.
-fn append_parts(
+pub(super) fn append_parts(
     messages: &[u32],
     range: Range<usize>,
     size: impl Fn(usize) -> usize,
@@ -141,7 +140,7 @@ fn split_by_message(messages: &[u32], rows: Range<usize>) -> Option<(Range<usize
 
 /// Parts sent and not yet acknowledged: each part's rows, its batch, and
 /// its acknowledgement (`None`: the deadline passed before it was sent).
-struct Sent {
+pub(super) struct Sent {
     parts: Vec<(
         Range<usize>,
         RecordBatch,
@@ -191,7 +190,7 @@ impl FlussWriter {
     }
 
     /// Sends `range` of `rows` as message-aligned parts, noting each in `sent`.
-    fn send_parts(
+    pub(super) fn send_parts(
         &self,
         path: &TablePath,
         writer: &AppendWriter,
@@ -219,7 +218,7 @@ impl FlussWriter {
     /// the refused messages fail (added to `failures`) and nothing is sent
     /// twice; one that failed transiently is sent again with retries.
     #[allow(clippy::too_many_arguments)]
-    async fn settle(
+    pub(super) async fn settle(
         &self,
         path: &TablePath,
         writer: &AppendWriter,
@@ -324,101 +323,6 @@ impl FlussWriter {
             }
         }
         Ok(())
-    }
-
-    /// The Arrow schema of `path`'s appends when the lean row path can
-    /// write to it (see [`FlussWriter::write_columns_within`]): an
-    /// unpartitioned log table whose Arrow batches land whole (no bucket
-    /// key, or one bucket). `None` for other tables.
-    pub async fn whole_batch_schema(
-        &self,
-        path: &TablePath,
-        deadline: Deadline,
-    ) -> Result<Option<arrow::datatypes::SchemaRef>, WriteError> {
-        let table = self.table(path, deadline).await?;
-        Ok(table.takes_columns().then(|| table.arrow_schema.clone()))
-    }
-
-    /// Writes the lean path's rows of `batch` to `path` (a table for which
-    /// [`FlussWriter::whole_batch_schema`] is some): `chunks` makes them,
-    /// chunk after chunk in message order, and each chunk's rows are sent as
-    /// soon as they are made, so that the client sends chunk i while chunk
-    /// i+1 is made; then every acknowledgement is awaited together and what
-    /// cannot be written is dead-lettered (earlier dead letters are the
-    /// mapping's), all before `deadline`. An error means some messages may
-    /// not be in Fluss.
-    pub async fn write_columns_within(
-        &self,
-        batch: &MessageBatch,
-        chunks: impl Iterator<Item = ColumnOutput>,
-        path: &TablePath,
-        deadline: Deadline,
-    ) -> Result<WriteReport, WriteError> {
-        self.write_column_chunks(batch, chunks, path, DeadLetterKind::Mapping, deadline)
-            .await
-    }
-
-    /// [`FlussWriter::write_columns_within`] for columns made by `stage`
-    /// (the kind of the dead letters already in `chunks`' outcomes).
-    pub(super) async fn write_column_chunks(
-        &self,
-        batch: &MessageBatch,
-        chunks: impl Iterator<Item = ColumnOutput>,
-        path: &TablePath,
-        stage: DeadLetterKind,
-        deadline: Deadline,
-    ) -> Result<WriteReport, WriteError> {
-        let mut output = ColumnOutput::default();
-        let written = self
-            .guard_staleness(path, deadline, async {
-                let table = self.table(path, deadline).await?;
-                let (Sink::Log(writer), true, None) = (&table.sink, table.whole_batches, &table.partitioning)
-                else {
-                    return Err(WriteError::Table {
-                        table: path.to_string(),
-                        reason: "Arrow columns go to unpartitioned log tables whose batches land whole"
-                            .into(),
-                    });
-                };
-                let mut sent = Sent::default();
-                tokio::task::block_in_place(|| {
-                    for chunk in chunks {
-                        let first = output.rows.len();
-                        output.append(chunk);
-                        let made = first..output.rows.len();
-                        self.send_parts(path, writer, &output.rows, made, deadline, &mut sent)?;
-                    }
-                    Ok::<_, WriteError>(())
-                })?;
-                let mut failures = Vec::new();
-                let what = format!("{} rows for {path}", output.rows.len());
-                self.settle(path, writer, &output.rows, sent, &what, deadline, &mut failures)
-                    .await?;
-                Ok(failures)
-            })
-            .await?;
-        let mut kinds = vec![stage; batch.len()];
-        for &message in &output.misfits {
-            kinds[message as usize] = DeadLetterKind::Schema;
-        }
-        for (message, reason) in written {
-            output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
-            kinds[message as usize] = DeadLetterKind::Write;
-        }
-        let (report, letters) = report_of(&output.outcomes, &kinds);
-        if let Some(metrics) = &self.metrics {
-            let rows = output
-                .rows
-                .messages()
-                .iter()
-                .filter(|&&m| matches!(output.outcomes[m as usize], MessageOutcome::Rows(_)))
-                .count();
-            if rows > 0 {
-                metrics.rows_written(path, rows as u64);
-            }
-        }
-        self.dead_letter(batch, &letters, deadline).await?;
-        Ok(report)
     }
 
     /// Runs `write` (to `path`): when the last write was not acknowledged in

@@ -15,6 +15,7 @@
 
 mod append;
 mod arrow_ipc;
+mod columns;
 mod dead_letter;
 mod delivery;
 pub(crate) mod nodelay;

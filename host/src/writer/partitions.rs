@@ -70,14 +70,20 @@ impl Partitioning {
         self.name_with(|index| Ok(row.cells().nth(index)))
     }
 
+    /// The partition of each row of an Arrow batch of the table (or why it
+    /// belongs to none), in row order.
+    pub(super) fn names(&self, batch: &RecordBatch) -> Vec<Result<String, String>> {
+        (0..batch.num_rows())
+            .map(|row| self.name_with(|index| arrow_cell(batch.column(index), row).map(Some)))
+            .collect()
+    }
+
     /// The partition of each row of an Arrow batch of the table, as the
     /// batch's rows grouped by partition, in order of first appearance.
     pub(super) fn split(&self, batch: &RecordBatch) -> Result<Vec<(String, RecordBatch)>, String> {
         let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
-        for row in 0..batch.num_rows() {
-            let name = self
-                .name_with(|index| arrow_cell(batch.column(index), row).map(Some))
-                .map_err(|e| format!("row {row}: {e}"))?;
+        for (row, name) in self.names(batch).into_iter().enumerate() {
+            let name = name.map_err(|e| format!("row {row}: {e}"))?;
             match groups.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, rows)) => rows.push(row as u32),
                 None => groups.push((name, vec![row as u32])),

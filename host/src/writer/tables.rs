@@ -34,10 +34,11 @@ pub(super) struct Table {
 }
 
 impl Table {
-    /// Whether the lean path's Arrow columns can be appended here whole:
-    /// an unpartitioned log table whose batches land whole.
+    /// Whether the lean path's Arrow columns can be appended here: a log
+    /// table whose batches land whole (partitioned or not: a partitioned
+    /// table's are cut by partition first).
     pub(super) fn takes_columns(&self) -> bool {
-        matches!(self.sink, Sink::Log(_)) && self.whole_batches && self.partitioning.is_none()
+        matches!(self.sink, Sink::Log(_)) && self.whole_batches
     }
 }
 
