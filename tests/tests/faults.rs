@@ -20,6 +20,7 @@ use integration_tests::fluss_cluster::{
 };
 use integration_tests::local_cluster::LocalCluster;
 use integration_tests::plugin::{Plugin, TestMessage, assert_prompt, logged, next_id};
+use integration_tests::{component, test_cache_dir};
 use serde_json::{Value, json};
 
 /// `delivery_timeout` of the instances that meet a hung or dead cluster.
@@ -106,20 +107,36 @@ fn messages(from: u64, count: u64) -> Vec<TestMessage> {
 }
 
 /// Both servers frozen during `consume`: it returns 1 within its deadline,
-/// naming the offsets; after the thaw the same instance writes again.
-fn hung_during_consume(suite: &mut Suite) {
+/// naming the offsets; after the thaw the same instance writes again. With
+/// `transform` the rows are the component's (on the lean path's writes too).
+fn hung_during_consume(suite: &mut Suite, transform: Option<&str>) {
     let (path, dlq) = (unique_table("hung"), unique_table("hung_dlq"));
-    let id = suite.plugin.open_new(&suite.config(&path, &dlq, DEADLINE));
+    let mut config = suite.config(&path, &dlq, DEADLINE);
+    if let Some(name) = transform {
+        config["transform"] = json!({
+            "path": component(name).display().to_string(),
+            "cache_dir": test_cache_dir().display().to_string(),
+        });
+    }
+    let id = suite.plugin.open_new(&config);
     assert_eq!(suite.consume(id, &messages(0, 100)).0, 0, "the warm-up batch");
 
     suite.freeze();
     let (code, took) = suite.consume(id, &messages(100, 100));
     suite.thaw();
-    suite.record("cluster hung (SIGSTOP) during consume", took);
+    suite.record(
+        match transform {
+            None => "cluster hung (SIGSTOP) during consume",
+            Some(_) => "cluster hung (SIGSTOP) during consume, rows from json-to-row",
+        },
+        took,
+    );
     assert_eq!(code, 1, "a consume that could not be acknowledged fails");
     assert_prompt("hung during consume", took, DEADLINE);
     assert!(
-        !logged("offsets 100..=199 of app/faults partition 1 may not be in Fluss").is_empty(),
+        logged("offsets 100..=199 of app/faults partition 1 may not be in Fluss")
+            .iter()
+            .any(|(_, line)| line.contains(&format!("instance={id}"))),
         "the offsets that may be missing are logged: {:?}",
         logged(&format!("instance={id}"))
     );
@@ -477,7 +494,8 @@ fn every_promise_holds_under_faults() {
         plugin: Plugin::load(),
         timings: Vec::new(),
     };
-    hung_during_consume(&mut suite);
+    hung_during_consume(&mut suite, None);
+    hung_during_consume(&mut suite, Some("json-to-row"));
     hung_during_open(&mut suite);
     hung_while_a_partition_is_made(&mut suite);
     permanent_refusal_of_part_of_a_batch(&mut suite);
