@@ -39,6 +39,7 @@ pub use deadline::{Deadline, Expired};
 pub use metrics::InstanceMetrics;
 pub use pipeline::RowStage;
 pub use rows::json::{ColumnMapping, JsonMapping};
+pub use rows::keyed::{KeyedMapping, KeyedOutput};
 pub use rows::{DeadLetterKind, MessageOutcome, RowBatch, RowEntry, TransformOutput};
 pub use schema::{BadTablePath, Column, DataType, TablePath, TableSchema};
 pub use transform::cache::LoadSource;

@@ -15,6 +15,7 @@ use crate::config::{ConfigError, SinkConfig, TableType};
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
 use crate::rows::TransformOutput;
+use crate::rows::keyed::KeyedOutput;
 use crate::schema::{TablePath, TableSchema};
 use crate::spool::SpoolMode;
 use crate::transform::{Reloadable, TransformError};
@@ -153,7 +154,11 @@ impl Pipeline {
                 writer.whole_batch_schema(&table, deadline).await?,
                 config.include_metadata,
             ),
-            TableType::PrimaryKey => stage,
+            TableType::PrimaryKey => stage.keyed(
+                &schema,
+                writer.takes_keyed_rows(&table, deadline).await?,
+                config.include_metadata,
+            ),
         };
         let versions = reloadable.map(|r| {
             let t = config.transform.as_ref().expect("a transform was loaded");
@@ -293,6 +298,20 @@ impl Pipeline {
                 .write_arrow_ipc_within(&batch, &self.table, deadline)
                 .await?);
         }
+        if let RowStage::JsonKeyed(_) = *self.stage {
+            // The keyed lean path: rows made on every core, then sent in order.
+            let output = self
+                .made_in_chunks(&batch, self.stage.clone(), move |stage, chunk| {
+                    Ok(stage
+                        .keyed_chunk(schema, chunk)
+                        .expect("the keyed lean path's stage"))
+                })
+                .await?;
+            return Ok(self
+                .writer
+                .write_keyed_within(&batch, output, &self.table, deadline)
+                .await?);
+        }
         if let RowStage::JsonColumns(_) = *self.stage {
             // The lean path: chunks are made on every core and each is sent
             // once made, in order, while the next ones are being made.
@@ -342,18 +361,18 @@ impl Pipeline {
     /// What `make` makes of `batch`, chunk by chunk (`batch_size` messages,
     /// one transform call each) on the blocking pool, as many chunks at once
     /// as there are cores (each running chunk may hold a transform instance).
-    async fn made_in_chunks(
+    async fn made_in_chunks<T: ChunkOutput>(
         self: &Arc<Self>,
         batch: &Arc<MessageBatch>,
         stage: Arc<RowStage>,
-        make: impl Fn(&RowStage, &MessageBatch) -> Result<TransformOutput, TransformError> + Send + Sync + 'static,
-    ) -> Result<TransformOutput, PipelineError> {
+        make: impl Fn(&RowStage, &MessageBatch) -> Result<T, TransformError> + Send + Sync + 'static,
+    ) -> Result<T, PipelineError> {
         let count = batch.len();
         let span = tracing::Span::current();
         let starts: Vec<usize> = (0..count).step_by(self.batch_size).collect();
         let at_once = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
         let make = Arc::new(make);
-        let mut output = TransformOutput::default();
+        let mut output = T::default();
         for wave in starts.chunks(at_once) {
             let tasks: Vec<_> = wave
                 .iter()
@@ -416,6 +435,24 @@ impl Pipeline {
 }
 
 /// Checks that the table Fluss has is the kind the config says.
+/// What a chunk of a batch becomes, joined with the next chunks' in message
+/// order.
+trait ChunkOutput: Default + Send + 'static {
+    fn append(&mut self, next: Self);
+}
+
+impl ChunkOutput for TransformOutput {
+    fn append(&mut self, next: Self) {
+        TransformOutput::append(self, next);
+    }
+}
+
+impl ChunkOutput for KeyedOutput {
+    fn append(&mut self, next: Self) {
+        KeyedOutput::append(self, next);
+    }
+}
+
 fn check_table(config: &SinkConfig, schema: &TableSchema) -> Result<(), PipelineError> {
     let mismatch = |reason: String| {
         Err(PipelineError::TableMismatch {

@@ -11,6 +11,7 @@ use arrow::datatypes::SchemaRef;
 use crate::rows::DeadLetterKind;
 use crate::rows::columns::ColumnOutput;
 use crate::rows::json::{ColumnMapping, JsonMapping};
+use crate::rows::keyed::{KeyedMapping, KeyedOutput};
 use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
 use crate::schema::TableSchema;
 use crate::transform::{Transform, TransformError};
@@ -25,6 +26,9 @@ pub enum RowStage {
     /// JSON fields onto a log table's Arrow columns in one pass (the lean
     /// row path, see [`crate::rows::columns`]).
     JsonColumns(ColumnMapping),
+    /// JSON fields onto a primary-key table's `GenericRow`s in one pass (the
+    /// keyed lean path, see [`crate::rows::keyed`]).
+    JsonKeyed(KeyedMapping),
     /// Arrow IPC payloads appended as they are.
     ArrowIpc,
 }
@@ -76,6 +80,11 @@ impl RowStage {
                 explain_tag(schema, &mut output.outcomes);
                 Ok(output)
             }
+            Self::JsonKeyed(mapping) => {
+                let mut output = mapping.encoded(chunk);
+                explain_tag(schema, &mut output.outcomes);
+                Ok(output)
+            }
             Self::ArrowIpc => Ok(dead_letter_all(
                 chunk.len(),
                 "arrow_ipc payloads are appended as they are, not made into rows",
@@ -92,6 +101,32 @@ impl RowStage {
         let mut output = mapping.map_batch(chunk);
         explain_tag(schema, &mut output.outcomes);
         Some(output)
+    }
+
+    /// The rows of `chunk` for a primary-key table, on the keyed lean path
+    /// (`None` for the other stages).
+    pub(crate) fn keyed_chunk(&self, schema: PayloadSchema, chunk: &MessageBatch) -> Option<KeyedOutput> {
+        let Self::JsonKeyed(mapping) = self else {
+            return None;
+        };
+        let mut output = mapping.map_batch(chunk);
+        explain_tag(schema, &mut output.outcomes);
+        Some(output)
+    }
+
+    /// This stage on the keyed lean path when it can take it: the JSON
+    /// mapping onto one table, of whole rows (no partial updates), written
+    /// to a table that `takes_rows` (see
+    /// [`crate::writer::FlussWriter::takes_keyed_rows`]).
+    pub fn keyed(self, schema: &TableSchema, takes_rows: bool, include_metadata: bool) -> Self {
+        match self {
+            Self::Json(mapping)
+                if takes_rows && mapping.maps_to_one_table() && !mapping.is_partial_update() =>
+            {
+                Self::JsonKeyed(KeyedMapping::new(mapping, schema.clone(), include_metadata))
+            }
+            stage => stage,
+        }
     }
 
     /// This stage on the lean row path when it can take it: the JSON
@@ -119,7 +154,7 @@ impl RowStage {
     pub fn kind(&self) -> DeadLetterKind {
         match self {
             Self::Wasm(_) => DeadLetterKind::Transform,
-            Self::Json(_) | Self::JsonColumns(_) => DeadLetterKind::Mapping,
+            Self::Json(_) | Self::JsonColumns(_) | Self::JsonKeyed(_) => DeadLetterKind::Mapping,
             Self::ArrowIpc => DeadLetterKind::ArrowIpc,
         }
     }

@@ -168,6 +168,27 @@ impl JsonMapping {
         TransformOutput { outcomes, rows }
     }
 
+    /// Whether fields missing from a payload are left out of its row (a
+    /// partial update) rather than written as NULL.
+    pub fn is_partial_update(&self) -> bool {
+        self.mapper.is_partial_update()
+    }
+
+    /// Maps one message (its `headers` give the row kind with an op header)
+    /// into `sink` as a row of table `table`; why not, if it does not map.
+    pub(crate) fn map_message_into(
+        &self,
+        headers: &[Header],
+        payload: &[u8],
+        table: u16,
+        sink: &mut impl fluss_row_codec::RowSink,
+    ) -> Result<(), String> {
+        let kind = self.kind(headers)?;
+        self.mapper
+            .map_into(payload, kind, table, sink)
+            .map_err(|e| e.to_string())
+    }
+
     /// Whether [`ColumnMapping`] can map for this mapping: every row goes
     /// to the sink's table (no routing field).
     pub fn maps_to_one_table(&self) -> bool {
@@ -243,12 +264,9 @@ impl ColumnMapping {
         let mut outcomes = Vec::with_capacity(batch.len());
         for (i, message) in batch.iter().enumerate() {
             columns.for_message(i as u32);
-            let mapped = self.mapping.kind(message.headers).and_then(|kind| {
+            let mapped =
                 self.mapping
-                    .mapper
-                    .map_into(message.payload, kind, DEFAULT_TABLE, &mut columns)
-                    .map_err(|e| e.to_string())
-            });
+                    .map_message_into(message.headers, message.payload, DEFAULT_TABLE, &mut columns);
             outcomes.push(match mapped.map(|()| columns.take_refusal()) {
                 Ok(None) => MessageOutcome::Rows(1),
                 Ok(Some(reason)) => {

@@ -7,6 +7,7 @@ pub(crate) mod columns;
 pub(crate) mod decimal;
 pub(crate) mod guest_columns;
 pub(crate) mod json;
+pub(crate) mod keyed;
 pub(crate) mod metadata;
 mod outcome;
 pub(crate) mod to_fluss;

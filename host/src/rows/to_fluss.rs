@@ -17,7 +17,7 @@ use fluss::row::{Date, Datum, Decimal, GenericRow, Time, TimestampLtz, Timestamp
 use fluss_row_codec::{Cell, RowView};
 
 use crate::rows::decimal::decimal_unscaled;
-use crate::schema::{DataType, TableSchema};
+use crate::schema::{Column, DataType, TableSchema};
 
 fn as_i64(cell: Cell<'_>) -> Option<i64> {
     match cell {
@@ -257,48 +257,52 @@ pub(crate) fn record_batch(
 pub(crate) fn generic_row(row: &RowView<'_>, schema: &TableSchema) -> Result<GenericRow<'static>, String> {
     let mut out = GenericRow::new(schema.columns.len());
     for (i, (cell, column)) in row.cells().zip(&schema.columns).enumerate() {
-        let datum: Datum<'static> = match (cell, column.data_type) {
-            // An absent cell is left out of a partial update by its writer's
-            // target columns; its place in the row is NULL.
-            (Cell::Null | Cell::Absent, _) => Datum::Null,
-            (Cell::Boolean(v), _) => v.into(),
-            (c, DataType::TinyInt) => (as_i64(c).expect("int") as i8).into(),
-            (c, DataType::SmallInt) => (as_i64(c).expect("int") as i16).into(),
-            (c, DataType::Int) => (as_i64(c).expect("int") as i32).into(),
-            (c, DataType::BigInt) => as_i64(c).expect("int").into(),
-            (c, DataType::Float) => (as_f64(c).expect("float") as f32).into(),
-            (c, DataType::Double) => as_f64(c).expect("double").into(),
-            (Cell::String(s), _) => s.to_string().into(),
-            (Cell::Bytes(b), _) => b.to_vec().into(),
-            (Cell::Decimal(text), DataType::Decimal(p, s)) => {
-                let unscaled =
-                    decimal_unscaled(text, p, s).map_err(|e| format!("column `{}`: {e}", column.name))?;
-                let bytes = unscaled.to_be_bytes();
-                Decimal::from_unscaled_bytes(&bytes, p as u32, s as u32)
-                    .map_err(|e| e.to_string())?
-                    .into()
-            }
-            (Cell::Date(d), _) => Date::new(d).into(),
-            (Cell::Time(ms), _) => Time::new(ms).into(),
-            (Cell::Timestamp(us), _) => {
-                TimestampNtz::from_millis_nanos(us.div_euclid(1000), (us.rem_euclid(1000) * 1000) as i32)
-                    .map_err(|e| e.to_string())?
-                    .into()
-            }
-            (Cell::TimestampLtz(us), _) => {
-                TimestampLtz::from_millis_nanos(us.div_euclid(1000), (us.rem_euclid(1000) * 1000) as i32)
-                    .map_err(|e| e.to_string())?
-                    .into()
-            }
-            (cell, _) => {
-                return Err(format!(
-                    "column `{}`: cannot write a {} cell",
-                    column.name,
-                    cell.type_name()
-                ));
-            }
-        };
-        out.set_field(i, datum);
+        out.set_field(i, datum(cell, column)?);
     }
     Ok(out)
+}
+
+/// `cell` (checked against `column`, see [`crate::rows::check::check_cell`])
+/// as fluss-rs takes it. An absent cell is NULL: a partial update's writer
+/// leaves it out by its target columns.
+pub(crate) fn datum(cell: Cell<'_>, column: &Column) -> Result<Datum<'static>, String> {
+    Ok(match (cell, column.data_type) {
+        (Cell::Null | Cell::Absent, _) => Datum::Null,
+        (Cell::Boolean(v), _) => v.into(),
+        (c, DataType::TinyInt) => (as_i64(c).expect("int") as i8).into(),
+        (c, DataType::SmallInt) => (as_i64(c).expect("int") as i16).into(),
+        (c, DataType::Int) => (as_i64(c).expect("int") as i32).into(),
+        (c, DataType::BigInt) => as_i64(c).expect("int").into(),
+        (c, DataType::Float) => (as_f64(c).expect("float") as f32).into(),
+        (c, DataType::Double) => as_f64(c).expect("double").into(),
+        (Cell::String(s), _) => s.to_string().into(),
+        (Cell::Bytes(b), _) => b.to_vec().into(),
+        (Cell::Decimal(text), DataType::Decimal(p, s)) => {
+            let unscaled =
+                decimal_unscaled(text, p, s).map_err(|e| format!("column `{}`: {e}", column.name))?;
+            let bytes = unscaled.to_be_bytes();
+            Decimal::from_unscaled_bytes(&bytes, p as u32, s as u32)
+                .map_err(|e| e.to_string())?
+                .into()
+        }
+        (Cell::Date(d), _) => Date::new(d).into(),
+        (Cell::Time(ms), _) => Time::new(ms).into(),
+        (Cell::Timestamp(us), _) => {
+            TimestampNtz::from_millis_nanos(us.div_euclid(1000), (us.rem_euclid(1000) * 1000) as i32)
+                .map_err(|e| e.to_string())?
+                .into()
+        }
+        (Cell::TimestampLtz(us), _) => {
+            TimestampLtz::from_millis_nanos(us.div_euclid(1000), (us.rem_euclid(1000) * 1000) as i32)
+                .map_err(|e| e.to_string())?
+                .into()
+        }
+        (cell, _) => {
+            return Err(format!(
+                "column `{}`: cannot write a {} cell",
+                column.name,
+                cell.type_name()
+            ));
+        }
+    })
 }

@@ -14,6 +14,7 @@ use super::tables::{Sink, Table, fluss_path};
 use super::{FlussWriter, PendingRow, WriteError, partial};
 use crate::deadline::Deadline;
 use crate::retry::{Loudness, Retries};
+use crate::rows::keyed::KeyedRow;
 use crate::rows::to_fluss;
 use crate::schema::TablePath;
 
@@ -186,8 +187,6 @@ impl FlussWriter {
         deadline: Deadline,
         failures: &mut Vec<(u32, String)>,
     ) -> Result<(), WriteError> {
-        let path = &table.schema.path;
-        let keyed = matches!(table.sink, Sink::Keyed(_));
         let mut converted = Vec::with_capacity(rows.len());
         for (message, kind, row) in rows {
             match to_fluss::generic_row(row, &table.schema) {
@@ -195,6 +194,24 @@ impl FlussWriter {
                 Err(reason) => failures.push((*message, reason)),
             }
         }
+        self.send_rows(table, &converted, what, send, flush, deadline, failures)
+            .await
+    }
+
+    /// [`FlussWriter::write_rows`] of rows already in fluss-rs's form.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn send_rows<F: Future<Output = fluss::error::Result<()>>>(
+        &self,
+        table: &Table,
+        converted: &[KeyedRow],
+        what: &str,
+        send: impl Fn(RowKind, &GenericRow<'static>) -> fluss::error::Result<WriteResultFuture>,
+        flush: impl Fn() -> F,
+        deadline: Deadline,
+        failures: &mut Vec<(u32, String)>,
+    ) -> Result<(), WriteError> {
+        let path = &table.schema.path;
+        let keyed = matches!(table.sink, Sink::Keyed(_));
         let mut refused = vec![false; converted.len()];
         // Indexes of `converted` to send this round.
         let mut round: Vec<usize> = (0..converted.len()).collect();
@@ -459,7 +476,7 @@ pub(super) fn undelivered_after(what: &str, retries: u32, error: fluss::error::E
     }
 }
 
-fn send_keyed(
+pub(super) fn send_keyed(
     writer: &fluss::client::UpsertWriter,
     kind: RowKind,
     row: &GenericRow<'static>,

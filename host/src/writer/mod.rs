@@ -18,6 +18,7 @@ mod arrow_ipc;
 mod columns;
 mod dead_letter;
 mod delivery;
+mod keyed;
 pub(crate) mod nodelay;
 mod partial;
 mod partition_values;

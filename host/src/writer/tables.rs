@@ -40,6 +40,12 @@ impl Table {
     pub(super) fn takes_columns(&self) -> bool {
         matches!(self.sink, Sink::Log(_)) && self.whole_batches
     }
+
+    /// Whether the keyed lean path's rows can be written here: an
+    /// unpartitioned primary-key table.
+    pub(super) fn takes_keyed_rows(&self) -> bool {
+        matches!(self.sink, Sink::Keyed(_)) && self.partitioning.is_none()
+    }
 }
 
 pub(super) fn fluss_path(path: &TablePath) -> FlussPath {
