@@ -14,7 +14,7 @@ use arrow::record_batch::RecordBatch;
 use super::append::{AppendRows, Sent, append_parts};
 use super::partitions::Partitioning;
 use super::tables::{Sink, Table};
-use super::{DeadLetterKind, FlussWriter, WriteError, WriteReport, report_of};
+use super::{DeadLetterKind, FlussWriter, WriteError, WriteReport};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::rows::MessageOutcome;
@@ -207,24 +207,17 @@ impl FlussWriter {
             output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
             kinds[message as usize] = DeadLetterKind::Partition;
         }
-        for (message, reason) in written {
-            output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
-            kinds[message as usize] = DeadLetterKind::Write;
-        }
-        let (report, letters) = report_of(&output.outcomes, &kinds);
-        if let Some(metrics) = &self.metrics {
-            let rows = output
-                .rows
-                .messages()
-                .iter()
-                .filter(|&&m| matches!(output.outcomes[m as usize], MessageOutcome::Rows(_)))
-                .count();
-            if rows > 0 {
-                metrics.rows_written(path, rows as u64);
-            }
-        }
-        self.dead_letter(batch, &letters, deadline).await?;
-        Ok(report)
+        let row_messages = output.rows.messages().to_vec();
+        self.finish_lean_write(
+            batch,
+            &mut output.outcomes,
+            &mut kinds,
+            written,
+            row_messages.into_iter(),
+            path,
+            deadline,
+        )
+        .await
     }
 
     /// The rows `made` of `output` (one chunk's) cut by partition, once the

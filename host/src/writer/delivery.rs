@@ -132,8 +132,17 @@ impl FlussWriter {
             // in others: append row by row, each with its own acknowledgement.
             Sink::Log(writer) => {
                 let send = |_: RowKind, row: &GenericRow<'static>| writer.append(row);
-                self.write_rows(table, rows, &what, send, || writer.flush(), deadline, failures)
-                    .await?;
+                let converted = converted(rows, table, failures);
+                self.send_rows(
+                    table,
+                    &converted,
+                    &what,
+                    send,
+                    || writer.flush(),
+                    deadline,
+                    failures,
+                )
+                .await?;
             }
             Sink::Keyed(sink) => {
                 for (columns, run) in partial::runs(rows) {
@@ -152,9 +161,10 @@ impl FlussWriter {
                         ));
                     };
                     let send = |kind, row: &GenericRow<'static>| send_keyed(&writer, kind, row);
-                    self.write_rows(
+                    let converted = converted(run, table, failures);
+                    self.send_rows(
                         table,
-                        run,
+                        &converted,
                         &what,
                         send,
                         || sink.full().flush(),
@@ -168,37 +178,15 @@ impl FlussWriter {
         Ok(())
     }
 
-    /// Sends `rows` one by one with `send`, then awaits each row's
-    /// acknowledgement; messages whose rows are refused for good are added
+    /// Sends `converted` (rows in fluss-rs's form) one by one with `send`,
+    /// then awaits each row's acknowledgement; messages whose rows are
+    /// refused for good are added
     /// to `failures`. Rows that failed transiently are sent again after a
     /// backoff: on a primary-key table every row from the first
     /// of them on is sent again in order, so that the last write of a key
     /// stays the last (upserts and deletes may be repeated, the final state
     /// is the same); on a log table only the failed rows are, so that no
     /// row is appended twice.
-    #[allow(clippy::too_many_arguments)]
-    async fn write_rows<F: Future<Output = fluss::error::Result<()>>>(
-        &self,
-        table: &Table,
-        rows: &[PendingRow<'_>],
-        what: &str,
-        send: impl Fn(RowKind, &GenericRow<'static>) -> fluss::error::Result<WriteResultFuture>,
-        flush: impl Fn() -> F,
-        deadline: Deadline,
-        failures: &mut Vec<(u32, String)>,
-    ) -> Result<(), WriteError> {
-        let mut converted = Vec::with_capacity(rows.len());
-        for (message, kind, row) in rows {
-            match to_fluss::generic_row(row, &table.schema) {
-                Ok(g) => converted.push((*message, *kind, g)),
-                Err(reason) => failures.push((*message, reason)),
-            }
-        }
-        self.send_rows(table, &converted, what, send, flush, deadline, failures)
-            .await
-    }
-
-    /// [`FlussWriter::write_rows`] of rows already in fluss-rs's form.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn send_rows<F: Future<Output = fluss::error::Result<()>>>(
         &self,
@@ -474,6 +462,19 @@ pub(super) fn undelivered_after(what: &str, retries: u32, error: fluss::error::E
         reason: error.to_string(),
         last_error: Some(Box::new(error)),
     }
+}
+
+/// `rows` (checked against `table`) in fluss-rs's form; a row that cannot
+/// be converted fails its message (added to `failures`).
+fn converted(rows: &[PendingRow<'_>], table: &Table, failures: &mut Vec<(u32, String)>) -> Vec<KeyedRow> {
+    let mut converted = Vec::with_capacity(rows.len());
+    for (message, kind, row) in rows {
+        match to_fluss::generic_row(row, &table.schema) {
+            Ok(g) => converted.push((*message, *kind, g)),
+            Err(reason) => failures.push((*message, reason)),
+        }
+    }
+    converted
 }
 
 pub(super) fn send_keyed(

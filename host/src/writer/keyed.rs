@@ -5,10 +5,9 @@
 
 use super::delivery::{send_keyed, undelivered};
 use super::tables::Sink;
-use super::{DeadLetterKind, FlussWriter, WriteError, WriteReport, report_of};
+use super::{DeadLetterKind, FlussWriter, WriteError, WriteReport};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
-use crate::rows::MessageOutcome;
 use crate::rows::keyed::KeyedOutput;
 use crate::schema::TablePath;
 
@@ -68,22 +67,16 @@ impl FlussWriter {
             })
             .await?;
         let mut kinds = vec![DeadLetterKind::Mapping; batch.len()];
-        for (message, reason) in written {
-            output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
-            kinds[message as usize] = DeadLetterKind::Write;
-        }
-        let (report, letters) = report_of(&output.outcomes, &kinds);
-        if let Some(metrics) = &self.metrics {
-            let rows = output
-                .rows
-                .iter()
-                .filter(|(m, _, _)| matches!(output.outcomes[*m as usize], MessageOutcome::Rows(_)))
-                .count();
-            if rows > 0 {
-                metrics.rows_written(path, rows as u64);
-            }
-        }
-        self.dead_letter(batch, &letters, deadline).await?;
-        Ok(report)
+        let row_messages: Vec<u32> = output.rows.iter().map(|(m, _, _)| *m).collect();
+        self.finish_lean_write(
+            batch,
+            &mut output.outcomes,
+            &mut kinds,
+            written,
+            row_messages.into_iter(),
+            path,
+            deadline,
+        )
+        .await
     }
 }

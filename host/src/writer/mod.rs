@@ -171,6 +171,40 @@ fn report_of<'o>(
     (report, letters)
 }
 
+impl FlussWriter {
+    /// The end of a lean write to `path`: the messages in `written` (refused
+    /// by Fluss) become `write` dead letters, the rows of the messages still
+    /// written (`row_messages`, each row's message) are counted, and the
+    /// dead letters are written; what became of `batch`'s messages.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish_lean_write(
+        &self,
+        batch: &MessageBatch,
+        outcomes: &mut [MessageOutcome],
+        kinds: &mut [DeadLetterKind],
+        written: Vec<(u32, String)>,
+        row_messages: impl Iterator<Item = u32>,
+        path: &TablePath,
+        deadline: Deadline,
+    ) -> Result<WriteReport, WriteError> {
+        for (message, reason) in written {
+            outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
+            kinds[message as usize] = DeadLetterKind::Write;
+        }
+        if let Some(metrics) = &self.metrics {
+            let rows = row_messages
+                .filter(|&m| matches!(outcomes[m as usize], MessageOutcome::Rows(_)))
+                .count();
+            if rows > 0 {
+                metrics.rows_written(path, rows as u64);
+            }
+        }
+        let (report, letters) = report_of(outcomes, kinds);
+        self.dead_letter(batch, &letters, deadline).await?;
+        Ok(report)
+    }
+}
+
 /// The longest one send waits for room in the client's buffer.
 const MAX_BUFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
