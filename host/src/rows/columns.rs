@@ -115,8 +115,12 @@ impl ColumnRows {
 pub struct ColumnOutput {
     /// One per input message, in order.
     pub outcomes: Vec<MessageOutcome>,
-    /// The rows of the messages whose outcome is [`MessageOutcome::Rows`].
+    /// The rows of the messages whose outcome is [`MessageOutcome::Rows`],
+    /// for the sink's table.
     pub rows: ColumnRows,
+    /// The rows for the tables a transform routed to: entry `i` holds those
+    /// for table `i + 1` of its output (see [`crate::rows::RowBatch::tables`]).
+    pub(crate) routed: Vec<ColumnRows>,
     /// Messages whose rows a transform made but that did not fit the table
     /// (dead-lettered as `schema`, not as the stage's kind).
     pub(crate) misfits: Vec<u32>,
@@ -128,7 +132,21 @@ impl ColumnOutput {
         let offset = self.outcomes.len() as u32;
         self.outcomes.extend(other.outcomes);
         self.rows.append(other.rows, offset);
+        if self.routed.len() < other.routed.len() {
+            self.routed.resize_with(other.routed.len(), ColumnRows::default);
+        }
+        for (rows, more) in self.routed.iter_mut().zip(other.routed) {
+            rows.append(more, offset);
+        }
         self.misfits.extend(other.misfits.into_iter().map(|m| m + offset));
+    }
+
+    /// The rows for table `table` of the output (0: the sink's own).
+    pub(crate) fn table_rows(&self, table: u16) -> Option<&ColumnRows> {
+        match table {
+            0 => Some(&self.rows),
+            t => self.routed.get(t as usize - 1),
+        }
     }
 }
 
@@ -174,21 +192,12 @@ impl<'b> ColumnsBuilder<'b> {
             .zip(&schema.columns)
             .map(|(field, column)| ColumnBuilder::new(field.data_type(), &column.data_type, n, bytes))
             .collect::<Result<Vec<_>, _>>()?;
-        let metadata = if include_metadata {
-            schema
-                .columns
-                .iter()
-                .map(|c| MetadataColumn::of(&c.name))
-                .collect()
-        } else {
-            Vec::new()
-        };
         Ok(Self {
             batch,
             schema,
             arrow_schema,
             builders,
-            metadata,
+            metadata: MetadataColumn::columns_of(schema, include_metadata),
             message: 0,
             column: 0,
             refusal: None,

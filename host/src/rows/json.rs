@@ -279,7 +279,7 @@ impl ColumnMapping {
             Ok(rows) => ColumnOutput {
                 outcomes,
                 rows,
-                misfits: Vec::new(),
+                ..ColumnOutput::default()
             },
             Err(reason) => dead_letter_all(batch.len(), &format!("cannot build the Arrow batch: {reason}")),
         }

@@ -66,19 +66,10 @@ struct KeyedRowsBuilder<'b> {
 
 impl<'b> KeyedRowsBuilder<'b> {
     fn new(batch: &'b MessageBatch, schema: &'b TableSchema, include_metadata: bool) -> Self {
-        let metadata = if include_metadata {
-            schema
-                .columns
-                .iter()
-                .map(|c| MetadataColumn::of(&c.name))
-                .collect()
-        } else {
-            Vec::new()
-        };
         Self {
             batch,
             schema,
-            metadata,
+            metadata: MetadataColumn::columns_of(schema, include_metadata),
             message: 0,
             kind: RowKind::Upsert,
             column: 0,

@@ -62,6 +62,15 @@ impl MetadataColumn {
         })
     }
 
+    /// Per column of `schema`, the metadata it is filled with: empty (none
+    /// are) without `include_metadata`.
+    pub(crate) fn columns_of(schema: &TableSchema, include_metadata: bool) -> Vec<Option<Self>> {
+        if !include_metadata {
+            return Vec::new();
+        }
+        schema.columns.iter().map(|c| Self::of(&c.name)).collect()
+    }
+
     /// Hands `put` this column's cell for message `index` of `batch`.
     pub(crate) fn with_cell<R>(
         self,

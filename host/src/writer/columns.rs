@@ -8,17 +8,20 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
+use std::sync::Arc;
+
+use fluss::client::AppendWriter;
 
 use arrow::record_batch::RecordBatch;
 
 use super::append::{AppendRows, Sent, append_parts};
 use super::partitions::Partitioning;
 use super::tables::{Sink, Table};
-use super::{DeadLetterKind, FlussWriter, WriteError, WriteReport};
+use super::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::rows::MessageOutcome;
-use crate::rows::columns::ColumnOutput;
+use crate::rows::columns::{ColumnOutput, ColumnRows};
 use crate::schema::TablePath;
 
 /// One partition's rows of one chunk, taken out of the chunk's columns.
@@ -39,6 +42,34 @@ impl AppendRows for PartitionRows {
 
     fn record(&self, rows: Range<usize>) -> Result<RecordBatch, String> {
         Ok(self.record.slice(rows.start, rows.len()))
+    }
+}
+
+/// One table's side of a lean write: where its rows go and what was sent.
+struct Lane<'t> {
+    table: &'t Table,
+    writer: &'t AppendWriter,
+    /// Unpartitioned: the parts sent of all the rows.
+    sent: Sent,
+    /// Partitioned: each partition's rows of each chunk, and their parts sent.
+    by_partition: Vec<(PartitionRows, Sent)>,
+}
+
+impl<'t> Lane<'t> {
+    /// The lane of `table`, a log table whose Arrow batches land whole.
+    fn of(table: &'t Table) -> Result<Self, WriteError> {
+        let (Sink::Log(writer), true) = (&table.sink, table.takes_columns()) else {
+            return Err(WriteError::Table {
+                table: table.schema.path.to_string(),
+                reason: "Arrow columns go to log tables whose batches land whole".into(),
+            });
+        };
+        Ok(Self {
+            table,
+            writer,
+            sent: Sent::default(),
+            by_partition: Vec::new(),
+        })
     }
 }
 
@@ -121,85 +152,71 @@ impl FlussWriter {
         path: &TablePath,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        self.write_column_chunks(batch, chunks, path, DeadLetterKind::Mapping, deadline)
-            .await
+        let table = self.table(path, deadline).await?;
+        let kinds = vec![DeadLetterKind::Mapping; batch.len()];
+        self.guard_staleness(
+            path,
+            deadline,
+            self.write_column_chunks(batch, chunks, &[Some(table)], kinds, deadline),
+        )
+        .await
     }
 
-    /// [`FlussWriter::write_columns_within`] for columns made by `stage`
-    /// (the kind of the dead letters already in `chunks`' outcomes).
+    /// [`FlussWriter::write_columns_within`] for columns of the tables
+    /// `tables` (by their index in the chunks' rows: see
+    /// [`ColumnOutput::table_rows`]; `None` for one that takes no rows), each
+    /// a log table whose batches land whole; `kinds` are those of the dead
+    /// letters already in `chunks`' outcomes.
     pub(super) async fn write_column_chunks(
         &self,
         batch: &MessageBatch,
         chunks: impl Iterator<Item = ColumnOutput>,
-        path: &TablePath,
-        stage: DeadLetterKind,
+        tables: &[Option<Arc<Table>>],
+        mut kinds: Vec<DeadLetterKind>,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
         let mut output = ColumnOutput::default();
         let mut unplaced = Vec::new();
-        let table = self.table(path, deadline).await?;
-        let written = self
-            .guard_staleness(path, deadline, async {
-                let (Sink::Log(writer), true) = (&table.sink, table.takes_columns()) else {
-                    return Err(WriteError::Table {
-                        table: path.to_string(),
-                        reason: "Arrow columns go to log tables whose batches land whole".into(),
-                    });
-                };
-                // Unpartitioned: one run of parts over all the rows. Partitioned:
-                // one per partition of each chunk.
-                let mut sent = Sent::default();
-                let mut by_partition: Vec<(PartitionRows, Sent)> = Vec::new();
-                tokio::task::block_in_place(|| {
-                    for chunk in chunks {
-                        let first = output.rows.len();
-                        output.append(chunk);
-                        let made = first..output.rows.len();
-                        let Some(partitioning) = &table.partitioning else {
-                            self.send_parts(path, writer, &output.rows, made, deadline, &mut sent)?;
+        let written = async {
+            let mut lanes = tables
+                .iter()
+                .map(|table| table.as_deref().map(Lane::of).transpose())
+                .collect::<Result<Vec<_>, _>>()?;
+            tokio::task::block_in_place(|| {
+                for chunk in chunks {
+                    let firsts: Vec<usize> = (0..lanes.len())
+                        .map(|i| output.table_rows(i as u16).map_or(0, ColumnRows::len))
+                        .collect();
+                    output.append(chunk);
+                    for (i, lane) in lanes.iter_mut().enumerate() {
+                        let (Some(lane), Some(rows)) = (lane, output.table_rows(i as u16)) else {
                             continue;
                         };
-                        if made.is_empty() {
-                            continue;
-                        }
-                        let rows = tokio::runtime::Handle::current().block_on(self.split_by_partition(
-                            &table,
-                            partitioning,
-                            &output,
-                            made,
-                            &mut unplaced,
-                            deadline,
-                        ))?;
-                        for part in rows {
-                            let mut sent = Sent::default();
-                            let all = 0..part.messages.len();
-                            self.send_parts(path, writer, &part, all, deadline, &mut sent)?;
-                            by_partition.push((part, sent));
-                        }
+                        let made = firsts[i]..rows.len();
+                        self.send_lane(lane, rows, made, &mut unplaced, deadline)?;
                     }
-                    Ok::<_, WriteError>(())
-                })?;
-                let mut failures = Vec::new();
-                let what = format!("{} rows for {path}", output.rows.len());
-                if table.partitioning.is_none() {
-                    self.settle(path, writer, &output.rows, sent, &what, deadline, &mut failures)
-                        .await?;
                 }
-                for (rows, sent) in by_partition {
-                    self.settle(path, writer, &rows, sent, &what, deadline, &mut failures)
-                        .await?;
-                }
-                Ok(failures)
-            })
-            .await;
-        if written.is_err()
-            && let Some(partitioning) = &table.partitioning
-        {
+                Ok::<_, WriteError>(())
+            })?;
+            let mut failures = Vec::new();
+            for (i, lane) in lanes.into_iter().enumerate() {
+                let (Some(lane), Some(rows)) = (lane, output.table_rows(i as u16)) else {
+                    continue;
+                };
+                self.settle_lane(lane, rows, deadline, &mut failures).await?;
+            }
+            Ok(failures)
+        }
+        .await;
+        if written.is_err() {
             // A partition may have gone (dropped, or expired by Fluss).
-            partitioning.forget();
+            for table in tables.iter().flatten() {
+                if let Some(partitioning) = &table.partitioning {
+                    partitioning.forget();
+                }
+            }
         }
         let written = written?;
-        let mut kinds = vec![stage; batch.len()];
         for &message in &output.misfits {
             kinds[message as usize] = DeadLetterKind::Schema;
         }
@@ -207,41 +224,93 @@ impl FlussWriter {
             output.outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
             kinds[message as usize] = DeadLetterKind::Partition;
         }
-        let row_messages = output.rows.messages().to_vec();
-        self.finish_lean_write(
-            batch,
-            &mut output.outcomes,
-            &mut kinds,
-            written,
-            row_messages.into_iter(),
-            path,
-            deadline,
-        )
-        .await
+        let outcomes = std::mem::take(&mut output.outcomes);
+        let rows = tables
+            .iter()
+            .enumerate()
+            .filter_map(|(i, table)| {
+                let (table, rows) = (table.as_ref()?, output.table_rows(i as u16)?);
+                Some((&table.schema.path, rows.messages()))
+            })
+            .collect();
+        let lean = LeanWritten {
+            outcomes,
+            kinds,
+            rows,
+        };
+        self.finish_lean_write(batch, lean, written, deadline).await
     }
 
-    /// The rows `made` of `output` (one chunk's) cut by partition, once the
+    /// Sends the rows `made` (one chunk's) of `rows`, a lane's: as they are
+    /// on an unpartitioned table, cut by partition on a partitioned one
+    /// (messages that cannot be placed are added to `unplaced`).
+    fn send_lane(
+        &self,
+        lane: &mut Lane<'_>,
+        rows: &ColumnRows,
+        made: Range<usize>,
+        unplaced: &mut Vec<(u32, String)>,
+        deadline: Deadline,
+    ) -> Result<(), WriteError> {
+        let (table, writer) = (lane.table, lane.writer);
+        let path = &table.schema.path;
+        let Some(partitioning) = &table.partitioning else {
+            return self.send_parts(path, writer, rows, made, deadline, &mut lane.sent);
+        };
+        if made.is_empty() {
+            return Ok(());
+        }
+        let split = self.split_by_partition(table, partitioning, rows, made, unplaced, deadline);
+        for part in tokio::runtime::Handle::current().block_on(split)? {
+            let mut sent = Sent::default();
+            let all = 0..part.messages.len();
+            self.send_parts(path, writer, &part, all, deadline, &mut sent)?;
+            lane.by_partition.push((part, sent));
+        }
+        Ok(())
+    }
+
+    /// Awaits the acknowledgements of what `lane` sent of `rows`, adding the
+    /// messages Fluss refused for good to `failures`.
+    async fn settle_lane(
+        &self,
+        lane: Lane<'_>,
+        rows: &ColumnRows,
+        deadline: Deadline,
+        failures: &mut Vec<(u32, String)>,
+    ) -> Result<(), WriteError> {
+        let (path, writer) = (&lane.table.schema.path, lane.writer);
+        let what = format!("{} rows for {path}", rows.len());
+        if lane.table.partitioning.is_none() {
+            self.settle(path, writer, rows, lane.sent, &what, deadline, failures)
+                .await?;
+        }
+        for (part, sent) in lane.by_partition {
+            self.settle(path, writer, &part, sent, &what, deadline, failures)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The rows `made` of `rows` (one chunk's) cut by partition, once the
     /// partitions they need exist. Messages whose rows cannot be placed are
     /// added to `unplaced`, and none of their rows are returned.
     async fn split_by_partition(
         &self,
         table: &Table,
         partitioning: &Partitioning,
-        output: &ColumnOutput,
+        rows: &ColumnRows,
         made: Range<usize>,
         unplaced: &mut Vec<(u32, String)>,
         deadline: Deadline,
     ) -> Result<Vec<PartitionRows>, WriteError> {
         let path = &table.schema.path;
-        let record = output
-            .rows
-            .record(made.clone())
-            .map_err(|reason| WriteError::Table {
-                table: path.to_string(),
-                reason,
-            })?;
+        let record = rows.record(made.clone()).map_err(|reason| WriteError::Table {
+            table: path.to_string(),
+            reason,
+        })?;
         let names = partitioning.names(&record);
-        let messages = &output.rows.messages()[made];
+        let messages = &rows.messages()[made];
         let wanted: HashSet<String> = names.iter().filter_map(|n| n.as_ref().ok().cloned()).collect();
         let refused = self.ensure_partitions(table, &wanted, deadline).await?;
         let placement = place(&names, messages, &refused, path);

@@ -5,7 +5,7 @@
 
 use super::delivery::{send_keyed, undelivered};
 use super::tables::Sink;
-use super::{DeadLetterKind, FlussWriter, WriteError, WriteReport};
+use super::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::rows::keyed::KeyedOutput;
@@ -28,7 +28,7 @@ impl FlussWriter {
     pub async fn write_keyed_within(
         &self,
         batch: &MessageBatch,
-        mut output: KeyedOutput,
+        output: KeyedOutput,
         path: &TablePath,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
@@ -66,17 +66,12 @@ impl FlussWriter {
                 Ok(failures)
             })
             .await?;
-        let mut kinds = vec![DeadLetterKind::Mapping; batch.len()];
         let row_messages: Vec<u32> = output.rows.iter().map(|(m, _, _)| *m).collect();
-        self.finish_lean_write(
-            batch,
-            &mut output.outcomes,
-            &mut kinds,
-            written,
-            row_messages.into_iter(),
-            path,
-            deadline,
-        )
-        .await
+        let lean = LeanWritten {
+            kinds: vec![DeadLetterKind::Mapping; batch.len()],
+            outcomes: output.outcomes,
+            rows: vec![(path, &row_messages)],
+        };
+        self.finish_lean_write(batch, lean, written, deadline).await
     }
 }

@@ -171,35 +171,48 @@ fn report_of<'o>(
     (report, letters)
 }
 
+/// What a lean write leaves to be told: one outcome and one dead-letter
+/// kind per message, and each table's rows by their messages.
+struct LeanWritten<'t> {
+    outcomes: Vec<MessageOutcome>,
+    kinds: Vec<DeadLetterKind>,
+    /// Per table written to, the message of each of its rows.
+    rows: Vec<(&'t TablePath, &'t [u32])>,
+}
+
 impl FlussWriter {
-    /// The end of a lean write to `path`: the messages in `written` (refused
-    /// by Fluss) become `write` dead letters, the rows of the messages still
-    /// written (`row_messages`, each row's message) are counted, and the
-    /// dead letters are written; what became of `batch`'s messages.
-    #[allow(clippy::too_many_arguments)]
+    /// The end of a lean write: the messages Fluss `refused` become `write`
+    /// dead letters, each table's rows of the messages still written are
+    /// counted, and the dead letters are written; what became of `batch`'s
+    /// messages.
     async fn finish_lean_write(
         &self,
         batch: &MessageBatch,
-        outcomes: &mut [MessageOutcome],
-        kinds: &mut [DeadLetterKind],
-        written: Vec<(u32, String)>,
-        row_messages: impl Iterator<Item = u32>,
-        path: &TablePath,
+        written: LeanWritten<'_>,
+        refused: Vec<(u32, String)>,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        for (message, reason) in written {
+        let LeanWritten {
+            mut outcomes,
+            mut kinds,
+            rows,
+        } = written;
+        for (message, reason) in refused {
             outcomes[message as usize] = MessageOutcome::DeadLetter(reason);
             kinds[message as usize] = DeadLetterKind::Write;
         }
         if let Some(metrics) = &self.metrics {
-            let rows = row_messages
-                .filter(|&m| matches!(outcomes[m as usize], MessageOutcome::Rows(_)))
-                .count();
-            if rows > 0 {
-                metrics.rows_written(path, rows as u64);
+            for (path, messages) in rows {
+                let written = messages
+                    .iter()
+                    .filter(|&&m| matches!(outcomes[m as usize], MessageOutcome::Rows(_)))
+                    .count();
+                if written > 0 {
+                    metrics.rows_written(path, written as u64);
+                }
             }
         }
-        let (report, letters) = report_of(outcomes, kinds);
+        let (report, letters) = report_of(&outcomes, &kinds);
         self.dead_letter(batch, &letters, deadline).await?;
         Ok(report)
     }
