@@ -367,3 +367,22 @@ pub mod encode {
         }
     }
 }
+
+/// A config for a log table `path` with id/name/amount columns and a dead-letter table.
+pub fn log_config(
+    path: &iggy_connector_fluss_sink::TablePath,
+    dlq: &iggy_connector_fluss_sink::TablePath,
+) -> serde_json::Value {
+    serde_json::json!({
+        "bootstrap_servers": crate::fluss_cluster::bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "columns": [
+            {"name": "id", "type": "BIGINT", "nullable": false},
+            {"name": "name", "type": "STRING"},
+            {"name": "amount", "type": "DECIMAL(10, 2)"}
+        ],
+        "dead_letter_table": dlq.to_string(),
+        "delivery_timeout": "60s"
+    })
+}

@@ -2,9 +2,11 @@
 //! into `batch_size` chunks; each chunk becomes rows (WebAssembly transform,
 //! JSON mapping, or Arrow IPC passthrough) and is written, and `consume`
 //! returns once Fluss acknowledged, or the dead-letter table took, every
-//! message's rows. Transforms make their chunks side by side on the
-//! blocking pool; the lean JSON path makes them one after another, each
-//! sent while the next is made.
+//! message's rows. Chunks are made side by side on the blocking pool (as
+//! many at once as there are cores, at most 4), and each is sent as soon as
+//! it is made, in order, while the next ones are made (the JSON mapping's
+//! and a transform's, see `making`; the keyed lean path's are made, then
+//! sent).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +24,7 @@ use crate::transform::{Reloadable, TransformError};
 use crate::writer::{FlussWriter, WriteError, WriteReport};
 
 mod chunks;
+mod making;
 mod reload;
 mod spooled;
 mod stage;
@@ -54,6 +57,15 @@ pub(crate) enum PipelineError {
     /// The metrics endpoint could not start.
     #[error(transparent)]
     Metrics(#[from] crate::metrics::server::ServeError),
+    /// Making a batch's rows failed (shared by everyone waiting for them).
+    #[error(transparent)]
+    Rows(Arc<PipelineError>),
+    /// A worker task ended without a word (the runtime is shutting down).
+    #[error("internal error: {step}: the task ended without an answer")]
+    Unanswered {
+        /// What the task was doing.
+        step: &'static str,
+    },
     /// A worker task ended without an answer (it panicked).
     #[error("internal error: {step}: {source}")]
     Worker {
@@ -99,7 +111,16 @@ pub(crate) struct Pipeline {
 struct Held {
     schema: PayloadSchema,
     batch: Arc<MessageBatch>,
-    rows: Option<(Arc<TransformOutput>, crate::rows::DeadLetterKind)>,
+    rows: Option<(HeldRows, crate::rows::DeadLetterKind)>,
+}
+
+/// A transform's rows of a held batch.
+#[derive(Clone)]
+enum HeldRows {
+    /// Read back from the spool.
+    Made(Arc<TransformOutput>),
+    /// Made chunk by chunk since the batch came.
+    Making(Arc<making::RowsInMaking>),
 }
 
 impl Held {
@@ -107,7 +128,9 @@ impl Held {
         Self {
             schema: record.schema,
             batch: Arc::new(record.batch),
-            rows: record.rows.map(|(output, kind)| (Arc::new(output), kind)),
+            rows: record
+                .rows
+                .map(|(output, kind)| (HeldRows::Made(Arc::new(output)), kind)),
         }
     }
 }
@@ -198,8 +221,8 @@ impl Pipeline {
     /// Writes `batch` and returns what became of its messages, once every
     /// row is acknowledged or dead-lettered, within `delivery_timeout`. The
     /// rows of the batch's `batch_size` chunks are made side by side on the
-    /// blocking pool, then written as one: every append is sent before any
-    /// acknowledgement is awaited. An error means some messages of the batch
+    /// blocking pool, each sent as soon as it is made; every append is sent
+    /// before any acknowledgement is awaited. An error means some messages of the batch
     /// may not have reached Fluss: their offsets are logged at error level.
     pub(crate) async fn consume(
         self: &Arc<Self>,
@@ -270,8 +293,8 @@ impl Pipeline {
     ) -> Result<Held, PipelineError> {
         let rows = match *self.stage {
             RowStage::Wasm(_) => {
-                let output = self.rows(schema, &batch).await?;
-                Some((Arc::new(output), self.stage.kind()))
+                let making = self.start_rows(schema, &batch);
+                Some((HeldRows::Making(Arc::new(making)), self.stage.kind()))
             }
             _ => None,
         };
@@ -285,12 +308,34 @@ impl Pipeline {
         deadline: Deadline,
     ) -> Result<WriteReport, PipelineError> {
         let Held { schema, batch, rows } = held;
-        if let Some((output, kind)) = rows {
-            let output = Arc::try_unwrap(output).unwrap_or_else(|shared| (*shared).clone());
-            return Ok(self
-                .writer
-                .write_within(&batch, output, &self.table, kind, deadline)
-                .await?);
+        match rows {
+            Some((HeldRows::Made(output), kind)) => {
+                let output = Arc::try_unwrap(output).unwrap_or_else(|shared| (*shared).clone());
+                return Ok(self
+                    .writer
+                    .write_within(&batch, output, &self.table, kind, deadline)
+                    .await?);
+            }
+            // Each chunk is written as soon as it is made. (A replay of a
+            // batch whose rows could not all be made makes them again.)
+            Some((HeldRows::Making(making), kind)) if !making.failed() => {
+                let mut failure = None;
+                let written = self
+                    .writer
+                    .write_transformed_within(
+                        &batch,
+                        making.blocking(&mut failure),
+                        &self.table,
+                        kind,
+                        deadline,
+                    )
+                    .await;
+                if let Some(e) = failure {
+                    return Err(PipelineError::Rows(e));
+                }
+                return Ok(written?);
+            }
+            _ => {}
         }
         if let RowStage::ArrowIpc = *self.stage {
             return Ok(self
@@ -335,27 +380,22 @@ impl Pipeline {
         schema: PayloadSchema,
         batch: &Arc<MessageBatch>,
     ) -> Result<TransformOutput, PipelineError> {
+        self.start_rows(schema, batch)
+            .whole()
+            .await
+            .map_err(PipelineError::Rows)
+    }
+
+    /// Starts making the rows of `batch` with the transform (or the JSON
+    /// mapping), chunk by chunk.
+    fn start_rows(&self, schema: PayloadSchema, batch: &Arc<MessageBatch>) -> making::RowsInMaking {
         // One version of the transform for the whole batch (hot reload swaps
         // versions between batches only).
         let stage = match &self.versions {
             Some(versions) => Arc::new(RowStage::Wasm(versions.for_batch(batch))),
             None => self.stage.clone(),
         };
-        let faults_before = stage.faults();
-        let metrics = self.metrics.clone();
-        let output = self
-            .made_in_chunks(batch, stage.clone(), move |stage, chunk| {
-                let started = Instant::now();
-                let rows = stage.rows(schema, chunk);
-                if let RowStage::Wasm(_) = *stage {
-                    metrics.transform_call(started.elapsed());
-                }
-                rows
-            })
-            .await?;
-        self.metrics
-            .transform_faults(stage.faults().saturating_sub(faults_before));
-        Ok(output)
+        making::RowsInMaking::start(stage, batch, schema, self.batch_size, self.metrics.clone())
     }
 
     /// What `make` makes of `batch`, chunk by chunk (`batch_size` messages,
@@ -439,12 +479,6 @@ impl Pipeline {
 /// order.
 trait ChunkOutput: Default + Send + 'static {
     fn append(&mut self, next: Self);
-}
-
-impl ChunkOutput for TransformOutput {
-    fn append(&mut self, next: Self) {
-        TransformOutput::append(self, next);
-    }
 }
 
 impl ChunkOutput for KeyedOutput {

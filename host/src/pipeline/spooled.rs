@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::{Held, Pipeline, PipelineError};
+use super::{Held, HeldRows, Pipeline, PipelineError};
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
 use crate::retry::Retries;
@@ -143,13 +143,19 @@ impl Spooler {
     /// Makes `held` durable: waits for room until `deadline`, then writes
     /// its record (on a blocking thread).
     pub(super) async fn journal(&self, held: &Held, deadline: Deadline) -> Result<RecordFile, SpoolError> {
+        let rows = match &held.rows {
+            None => None,
+            Some((HeldRows::Made(output), kind)) => Some(((**output).clone(), *kind)),
+            // Rows that could not all be made are made again at replay.
+            Some((HeldRows::Making(making), kind)) => making.whole().await.ok().map(|o| (o, *kind)),
+        };
         let record = SpooledBatch {
             spooled_at_micros: SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| d.as_micros() as u64),
             schema: held.schema,
             batch: (*held.batch).clone(),
-            rows: held.rows.as_ref().map(|(o, k)| ((**o).clone(), *k)),
+            rows,
         };
         let b = &held.batch;
         let (partition, first, last) = (b.source.partition, b.get(0).offset, b.get(b.len() - 1).offset);

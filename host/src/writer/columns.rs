@@ -46,31 +46,48 @@ impl AppendRows for PartitionRows {
 }
 
 /// One table's side of a lean write: where its rows go and what was sent.
-struct Lane<'t> {
-    table: &'t Table,
-    writer: &'t AppendWriter,
+struct Lane {
+    table: Arc<Table>,
     /// Unpartitioned: the parts sent of all the rows.
     sent: Sent,
     /// Partitioned: each partition's rows of each chunk, and their parts sent.
     by_partition: Vec<(PartitionRows, Sent)>,
 }
 
-impl<'t> Lane<'t> {
+impl Lane {
     /// The lane of `table`, a log table whose Arrow batches land whole.
-    fn of(table: &'t Table) -> Result<Self, WriteError> {
-        let (Sink::Log(writer), true) = (&table.sink, table.takes_columns()) else {
+    fn of(table: Arc<Table>) -> Result<Self, WriteError> {
+        if !table.takes_columns() {
             return Err(WriteError::Table {
                 table: table.schema.path.to_string(),
                 reason: "Arrow columns go to log tables whose batches land whole".into(),
             });
-        };
+        }
         Ok(Self {
             table,
-            writer,
             sent: Sent::default(),
             by_partition: Vec::new(),
         })
     }
+}
+
+/// The append writer of a table that takes columns.
+fn log_writer(table: &Table) -> &AppendWriter {
+    match &table.sink {
+        Sink::Log(writer) => writer,
+        Sink::Keyed(_) => unreachable!("a lane's table takes columns: checked in Lane::of"),
+    }
+}
+
+/// One chunk of a lean write, in message order after the chunks before it.
+pub(super) struct LeanChunk {
+    /// The chunk's messages: their outcomes and their rows' columns.
+    pub columns: ColumnOutput,
+    /// The kind of each of the chunk's dead letters so far.
+    pub kinds: Vec<DeadLetterKind>,
+    /// Every table the chunks name so far, by index (see
+    /// [`ColumnOutput::table_rows`]; `None` for one that takes no rows).
+    pub tables: Vec<Option<Arc<Table>>>,
 }
 
 /// Where the rows of one chunk go on a partitioned table.
@@ -153,41 +170,45 @@ impl FlussWriter {
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
         let table = self.table(path, deadline).await?;
-        let kinds = vec![DeadLetterKind::Mapping; batch.len()];
-        self.guard_staleness(
-            path,
-            deadline,
-            self.write_column_chunks(batch, chunks, &[Some(table)], kinds, deadline),
-        )
-        .await
+        let chunks = chunks.map(|columns| {
+            Ok(LeanChunk {
+                kinds: vec![DeadLetterKind::Mapping; columns.outcomes.len()],
+                tables: vec![Some(table.clone())],
+                columns,
+            })
+        });
+        self.guard_staleness(path, deadline, self.write_column_chunks(batch, chunks, deadline))
+            .await
     }
 
-    /// [`FlussWriter::write_columns_within`] for columns of the tables
-    /// `tables` (by their index in the chunks' rows: see
-    /// [`ColumnOutput::table_rows`]; `None` for one that takes no rows), each
-    /// a log table whose batches land whole; `kinds` are those of the dead
-    /// letters already in `chunks`' outcomes.
+    /// [`FlussWriter::write_columns_within`] for chunks of columns of any
+    /// log tables whose batches land whole, each chunk naming the tables so
+    /// far; a chunk that is an error ends the write with it once what was
+    /// sent is settled or forgotten.
     pub(super) async fn write_column_chunks(
         &self,
         batch: &MessageBatch,
-        chunks: impl Iterator<Item = ColumnOutput>,
-        tables: &[Option<Arc<Table>>],
-        mut kinds: Vec<DeadLetterKind>,
+        chunks: impl Iterator<Item = Result<LeanChunk, WriteError>>,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
         let mut output = ColumnOutput::default();
+        let mut kinds = Vec::new();
+        let mut tables: Vec<Option<Arc<Table>>> = Vec::new();
         let mut unplaced = Vec::new();
         let written = async {
-            let mut lanes = tables
-                .iter()
-                .map(|table| table.as_deref().map(Lane::of).transpose())
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut lanes: Vec<Option<Lane>> = Vec::new();
             tokio::task::block_in_place(|| {
                 for chunk in chunks {
+                    let chunk = chunk?;
+                    for table in &chunk.tables[lanes.len().min(chunk.tables.len())..] {
+                        lanes.push(table.clone().map(Lane::of).transpose()?);
+                    }
+                    tables = chunk.tables;
                     let firsts: Vec<usize> = (0..lanes.len())
                         .map(|i| output.table_rows(i as u16).map_or(0, ColumnRows::len))
                         .collect();
-                    output.append(chunk);
+                    output.append(chunk.columns);
+                    kinds.extend(chunk.kinds);
                     for (i, lane) in lanes.iter_mut().enumerate() {
                         let (Some(lane), Some(rows)) = (lane, output.table_rows(i as u16)) else {
                             continue;
@@ -246,25 +267,25 @@ impl FlussWriter {
     /// (messages that cannot be placed are added to `unplaced`).
     fn send_lane(
         &self,
-        lane: &mut Lane<'_>,
+        lane: &mut Lane,
         rows: &ColumnRows,
         made: Range<usize>,
         unplaced: &mut Vec<(u32, String)>,
         deadline: Deadline,
     ) -> Result<(), WriteError> {
-        let (table, writer) = (lane.table, lane.writer);
+        let table = lane.table.clone();
         let path = &table.schema.path;
         let Some(partitioning) = &table.partitioning else {
-            return self.send_parts(path, writer, rows, made, deadline, &mut lane.sent);
+            return self.send_parts(path, log_writer(&table), rows, made, deadline, &mut lane.sent);
         };
         if made.is_empty() {
             return Ok(());
         }
-        let split = self.split_by_partition(table, partitioning, rows, made, unplaced, deadline);
+        let split = self.split_by_partition(&table, partitioning, rows, made, unplaced, deadline);
         for part in tokio::runtime::Handle::current().block_on(split)? {
             let mut sent = Sent::default();
             let all = 0..part.messages.len();
-            self.send_parts(path, writer, &part, all, deadline, &mut sent)?;
+            self.send_parts(path, log_writer(&table), &part, all, deadline, &mut sent)?;
             lane.by_partition.push((part, sent));
         }
         Ok(())
@@ -274,18 +295,23 @@ impl FlussWriter {
     /// messages Fluss refused for good to `failures`.
     async fn settle_lane(
         &self,
-        lane: Lane<'_>,
+        lane: Lane,
         rows: &ColumnRows,
         deadline: Deadline,
         failures: &mut Vec<(u32, String)>,
     ) -> Result<(), WriteError> {
-        let (path, writer) = (&lane.table.schema.path, lane.writer);
+        let Lane {
+            table,
+            sent,
+            by_partition,
+        } = lane;
+        let (path, writer) = (&table.schema.path, log_writer(&table));
         let what = format!("{} rows for {path}", rows.len());
-        if lane.table.partitioning.is_none() {
-            self.settle(path, writer, rows, lane.sent, &what, deadline, failures)
+        if table.partitioning.is_none() {
+            self.settle(path, writer, rows, sent, &what, deadline, failures)
                 .await?;
         }
-        for (part, sent) in lane.by_partition {
+        for (part, sent) in by_partition {
             self.settle(path, writer, &part, sent, &what, deadline, failures)
                 .await?;
         }

@@ -27,6 +27,7 @@ pub(crate) mod routing;
 mod settings;
 mod steps;
 mod tables;
+mod transformed;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -10,14 +10,8 @@ use super::tables::Table;
 use super::{FlussWriter, GroupKey, PendingRow, WriteError, WriteReport, report_of, routing};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
-use crate::rows::columns::ColumnOutput;
-use crate::rows::guest_columns::{LeanTable, guest_columns};
 use crate::rows::{DeadLetterKind, MessageOutcome, RowBatch, TransformOutput, check, metadata};
 use crate::schema::TablePath;
-
-/// Messages whose rows are put in Arrow columns and sent together on the
-/// column path (the client joins what fits its batches).
-const COLUMN_CHUNK: usize = 500;
 
 /// Tables by their index in a [`TransformOutput`]'s rows (0: the sink's own).
 type RoutedTables = HashMap<u16, Arc<Table>>;
@@ -36,15 +30,15 @@ impl FlussWriter {
         stage: DeadLetterKind,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        self.guard_staleness(
-            default_table,
-            deadline,
-            self.write_rows_of(batch, output, default_table, stage, deadline),
-        )
-        .await
+        let chunks = std::iter::once(output);
+        self.write_transformed_within(batch, chunks, default_table, stage, deadline)
+            .await
     }
 
-    async fn write_rows_of(
+    /// The encoded path: `output`'s rows for `batch` checked against their
+    /// tables, placed in partitions, grouped and written, then every
+    /// message's fate reported (see [`FlussWriter::write_within`]).
+    pub(super) async fn write_rows_of(
         &self,
         batch: &MessageBatch,
         mut output: TransformOutput,
@@ -57,11 +51,6 @@ impl FlussWriter {
         let routed = self
             .resolve_tables(&mut output, &mut kinds, default_table, &default, deadline)
             .await?;
-        if let Some(tables) = lean_tables(&default, &routed, output.rows.tables().len()) {
-            return self
-                .write_as_columns(batch, &output, &tables, kinds, deadline)
-                .await;
-        }
         let table_of = |t: u16| if t == 0 { Some(&default) } else { routed.get(&t) };
         if self.settings.include_metadata {
             metadata::fill(&mut output, batch, |t| table_of(t).map(|t| &t.schema));
@@ -79,44 +68,6 @@ impl FlussWriter {
         let (report, letters) = report_of(&output.outcomes, &kinds);
         self.dead_letter(batch, &letters, deadline).await?;
         Ok(report)
-    }
-
-    /// Rows for log tables whose Arrow batches land whole (`tables`, by
-    /// their index in the output): checked and put in each table's Arrow
-    /// columns in one pass, a chunk of messages at a time, each chunk sent
-    /// as soon as it is made (the lean path's writes).
-    async fn write_as_columns(
-        &self,
-        batch: &MessageBatch,
-        output: &TransformOutput,
-        tables: &[Option<Arc<Table>>],
-        kinds: Vec<DeadLetterKind>,
-        deadline: Deadline,
-    ) -> Result<WriteReport, WriteError> {
-        let count = output.outcomes.len();
-        let include_metadata = self.settings.include_metadata;
-        let lean: Vec<Option<LeanTable<'_>>> = tables
-            .iter()
-            .map(|t| {
-                t.as_deref().map(|t| LeanTable {
-                    schema: &t.schema,
-                    arrow_schema: &t.arrow_schema,
-                })
-            })
-            .collect();
-        let chunks = (0..count).step_by(COLUMN_CHUNK).map(|start| {
-            let messages = start..(start + COLUMN_CHUNK).min(count);
-            let made = guest_columns(output, messages.clone(), batch, &lean, include_metadata);
-            made.unwrap_or_else(|reason| ColumnOutput {
-                outcomes: vec![
-                    MessageOutcome::DeadLetter(format!("cannot build the Arrow batch: {reason}"));
-                    messages.len()
-                ],
-                ..ColumnOutput::default()
-            })
-        });
-        self.write_column_chunks(batch, chunks, tables, kinds, deadline)
-            .await
     }
 
     /// Resolves every table the rows name; rows for one that cannot be had
@@ -160,7 +111,7 @@ impl FlussWriter {
     }
 
     /// The table a row names, if rows may go there and it can be had.
-    async fn resolve_routed(
+    pub(super) async fn resolve_routed(
         &self,
         name: &str,
         default_table: &TablePath,
@@ -235,20 +186,6 @@ impl FlussWriter {
             }
         }
     }
-}
-
-/// The tables of a transform output's rows by index (0: the sink's own,
-/// then `count` named ones; `None` for one that could not be had, whose
-/// messages are dead-lettered) when every one is a log table whose Arrow
-/// batches land whole: the lean path can write them all.
-fn lean_tables(default: &Arc<Table>, routed: &RoutedTables, count: usize) -> Option<Vec<Option<Arc<Table>>>> {
-    let mut tables = vec![Some(default.clone())];
-    tables.extend((1..=count).map(|i| routed.get(&(i as u16)).cloned()));
-    tables
-        .iter()
-        .flatten()
-        .all(|t| t.takes_columns())
-        .then_some(tables)
 }
 
 /// Checks every row against its table, once, here (the lean path's rows

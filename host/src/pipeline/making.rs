@@ -1,0 +1,226 @@
+//! A batch's rows in the making: one task per chunk of `batch_size`
+//! messages (one transform call each) on the blocking pool, as many at once
+//! as there are cores (at most 4), started in message order. The writer
+//! takes each chunk as soon as it is made, while the next ones are still
+//! being made; the spool takes the whole once every chunk is; a replay
+//! takes the same chunks again.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use tokio::sync::{Semaphore, oneshot};
+
+use super::PipelineError;
+use super::stage::RowStage;
+use crate::batch::{MessageBatch, PayloadSchema};
+use crate::metrics::InstanceMetrics;
+use crate::rows::TransformOutput;
+
+/// One chunk's rows once made, or why they could not be.
+type ChunkRows = Result<Arc<TransformOutput>, Arc<PipelineError>>;
+
+/// The rows of one batch, chunk by chunk, made or being made.
+pub(super) struct RowsInMaking {
+    chunks: Vec<Shared<BoxFuture<'static, ChunkRows>>>,
+}
+
+impl RowsInMaking {
+    /// Starts making the rows of `batch` (payloads of the runtime's
+    /// `schema`) with `stage`, in chunks of `size` messages; each call is
+    /// timed in `metrics`, and the faults of the whole batch counted there
+    /// once every chunk is made. Must be called within the runtime.
+    pub(super) fn start(
+        stage: Arc<RowStage>,
+        batch: &Arc<MessageBatch>,
+        schema: PayloadSchema,
+        size: usize,
+        metrics: Arc<InstanceMetrics>,
+    ) -> Self {
+        let (count, size) = (batch.len(), size.max(1));
+        let at_once = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+        let running = Arc::new(Semaphore::new(at_once));
+        let span = tracing::Span::current();
+        let faults_before = stage.faults();
+        let mut made = Vec::new();
+        let mut chunks = Vec::new();
+        for start in (0..count).step_by(size) {
+            let (sender, receiver) = oneshot::channel::<ChunkRows>();
+            made.push((start..(start + size).min(count), sender));
+            let rows = receiver.map(|r| r.unwrap_or_else(|_| Err(Arc::new(gone()))));
+            chunks.push(rows.boxed().shared());
+        }
+        let batch = batch.clone();
+        let all = chunks.clone();
+        tokio::spawn(async move {
+            for (range, sender) in made {
+                let permit = running.clone().acquire_owned().await.expect("never closed");
+                let chunk = chunk_of(&batch, range);
+                let (stage, span, metrics) = (stage.clone(), span.clone(), metrics.clone());
+                let task = tokio::task::spawn_blocking(move || {
+                    let _running = permit;
+                    span.in_scope(|| {
+                        let started = Instant::now();
+                        let rows = stage.rows(schema, &chunk);
+                        if let RowStage::Wasm(_) = *stage {
+                            metrics.transform_call(started.elapsed());
+                        }
+                        rows
+                    })
+                });
+                tokio::spawn(async move {
+                    let rows = match task.await {
+                        Ok(Ok(rows)) => Ok(Arc::new(rows)),
+                        Ok(Err(e)) => Err(Arc::new(PipelineError::from(e))),
+                        Err(source) => Err(Arc::new(PipelineError::Worker {
+                            step: "making rows",
+                            source,
+                        })),
+                    };
+                    let _ = sender.send(rows);
+                });
+            }
+            futures::future::join_all(all).await;
+            metrics.transform_faults(stage.faults().saturating_sub(faults_before));
+        });
+        Self { chunks }
+    }
+
+    /// Each chunk's rows in order, as each is made: blocks the thread until
+    /// then (call it where blocking is allowed, such as the writer's
+    /// `block_in_place`). Ends at the first chunk that could not be made,
+    /// leaving why in `failure`.
+    pub(super) fn blocking<'a>(
+        &'a self,
+        failure: &'a mut Option<Arc<PipelineError>>,
+    ) -> impl Iterator<Item = TransformOutput> + 'a {
+        let handle = tokio::runtime::Handle::current();
+        self.chunks.iter().map_while(move |chunk| {
+            if failure.is_some() {
+                return None;
+            }
+            match handle.block_on(chunk.clone()) {
+                Ok(rows) => Some((*rows).clone()),
+                Err(e) => {
+                    *failure = Some(e);
+                    None
+                }
+            }
+        })
+    }
+
+    /// Whether every chunk has been tried and one could not be made.
+    pub(super) fn failed(&self) -> bool {
+        self.chunks.iter().any(|c| matches!(c.peek(), Some(Err(_))))
+    }
+
+    /// Every chunk's rows joined, once all are made.
+    pub(super) async fn whole(&self) -> Result<TransformOutput, Arc<PipelineError>> {
+        let mut output = TransformOutput::default();
+        for chunk in &self.chunks {
+            output.append((*chunk.clone().await?).clone());
+        }
+        Ok(output)
+    }
+}
+
+/// Messages `range` of `batch`, without a copy when that is all of it.
+fn chunk_of(batch: &Arc<MessageBatch>, range: Range<usize>) -> Arc<MessageBatch> {
+    if range.len() == batch.len() {
+        batch.clone()
+    } else {
+        Arc::new(batch.slice(range))
+    }
+}
+
+/// Why a chunk has no rows when its task ended without a word (the
+/// runtime shut down).
+fn gone() -> PipelineError {
+    PipelineError::Unanswered { step: "making rows" }
+}
+
+#[cfg(test)]
+mod tests {
+    use fluss_row_codec::RowKind;
+
+    use super::*;
+    use crate::batch::Source;
+    use crate::rows::MessageOutcome;
+    use crate::rows::json::JsonMapping;
+    use crate::schema::{Column, DataType, TablePath, TableSchema};
+
+    fn stage() -> Arc<RowStage> {
+        let schema = TableSchema {
+            path: TablePath::new("db", "t"),
+            columns: vec![Column::new("v", DataType::Int, true)],
+            primary_key: vec![],
+            partition_keys: vec![],
+        };
+        Arc::new(RowStage::Json(JsonMapping::new(&schema, RowKind::Append)))
+    }
+
+    /// Message i is `{"v":i}`, or not JSON when `i` is in `broken`.
+    fn batch(count: usize, broken: &[usize]) -> Arc<MessageBatch> {
+        let mut batch = MessageBatch::new(Source::default());
+        for i in 0..count {
+            let payload = if broken.contains(&i) {
+                "not json".to_string()
+            } else {
+                format!(r#"{{"v":{i}}}"#)
+            };
+            batch
+                .push(i as u64, i as u128, 0, payload.as_bytes(), [])
+                .unwrap();
+        }
+        Arc::new(batch)
+    }
+
+    /// Each message's outcome: its one row's cell, or `None` for a dead letter.
+    fn values(output: &TransformOutput) -> Vec<Option<String>> {
+        let mut cells = output
+            .rows
+            .iter()
+            .map(|(_, row)| format!("{:?}", row.cells().next()));
+        output
+            .outcomes
+            .iter()
+            .map(|o| match o {
+                MessageOutcome::Rows(1) => cells.next(),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn chunks_come_in_message_order_and_join_into_the_whole() {
+        let batch = batch(11, &[4]);
+        let metrics = Arc::new(InstanceMetrics::new(9_001));
+        let making = RowsInMaking::start(stage(), &batch, PayloadSchema::Json, 3, metrics);
+        let mut failure = None;
+        let chunks: Vec<TransformOutput> =
+            tokio::task::block_in_place(|| making.blocking(&mut failure).collect());
+        assert!(failure.is_none());
+        assert_eq!(
+            chunks.iter().map(|c| c.outcomes.len()).collect::<Vec<_>>(),
+            vec![3, 3, 3, 2],
+            "one chunk per 3 messages, the last one short"
+        );
+        let mut joined = TransformOutput::default();
+        for chunk in chunks {
+            joined.append(chunk);
+        }
+        let whole = making.whole().await.unwrap();
+        assert_eq!(values(&joined), values(&whole));
+        let expected: Vec<Option<String>> = (0..11)
+            .map(|i| (i != 4).then(|| format!("{:?}", Some(fluss_row_codec::Cell::Int(i)))))
+            .collect();
+        assert_eq!(
+            values(&whole),
+            expected,
+            "every message in its place, the broken one a dead letter"
+        );
+        assert!(!making.failed());
+    }
+}

@@ -1,0 +1,239 @@
+//! A transform's rows written as they are made. Chunk after chunk (one
+//! transform call each, in message order), the rows for log tables whose
+//! Arrow batches land whole are checked, put in their tables' columns and
+//! sent while the next chunks are still being made: the lean path. At the
+//! first chunk with a row for any other table (a primary-key table, or one
+//! whose batches fluss-rs splits across buckets), what was sent is settled
+//! first; then that chunk and the ones after it go the encoded way, so that
+//! no bucket sees its rows out of order.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::columns::LeanChunk;
+use super::tables::Table;
+use super::{FlussWriter, WriteError, WriteReport, routing};
+use crate::batch::MessageBatch;
+use crate::deadline::Deadline;
+use crate::rows::columns::ColumnOutput;
+use crate::rows::guest_columns::{LeanTable, guest_columns};
+use crate::rows::{DeadLetterKind, MessageOutcome, TransformOutput};
+use crate::schema::TablePath;
+
+/// Messages whose rows are put in Arrow columns and sent together on the
+/// lean path (the client joins what fits its batches).
+const COLUMN_CHUNK: usize = 500;
+
+impl FlussWriter {
+    /// Writes the rows `chunks` makes of `batch` (one [`TransformOutput`]
+    /// per chunk of messages, in message order) to `default_table` and the
+    /// tables the rows name, waits for every acknowledgement, and
+    /// dead-letters what cannot be written, all before `deadline`; `stage`
+    /// names where earlier dead letters came from. Each chunk is written as
+    /// soon as `chunks` gives it, which may block the thread until it is
+    /// made. When `chunks` ends before the batch does, only the messages of
+    /// the chunks it gave are written and reported. An error means some
+    /// messages may not be in Fluss.
+    pub async fn write_transformed_within(
+        &self,
+        batch: &MessageBatch,
+        chunks: impl Iterator<Item = TransformOutput>,
+        default_table: &TablePath,
+        stage: DeadLetterKind,
+        deadline: Deadline,
+    ) -> Result<WriteReport, WriteError> {
+        self.guard_staleness(
+            default_table,
+            deadline,
+            self.write_transformed(batch, chunks, default_table, stage, deadline),
+        )
+        .await
+    }
+
+    async fn write_transformed(
+        &self,
+        batch: &MessageBatch,
+        mut chunks: impl Iterator<Item = TransformOutput>,
+        default_table: &TablePath,
+        stage: DeadLetterKind,
+        deadline: Deadline,
+    ) -> Result<WriteReport, WriteError> {
+        let default = self.table(default_table, deadline).await?;
+        let mut report = WriteReport::default();
+        let mut lean = LeanStream {
+            writer: self,
+            batch,
+            default_table,
+            stage,
+            deadline,
+            resolved: HashMap::new(),
+            tables: vec![Some(default.clone())],
+            output: TransformOutput::default(),
+            kinds: Vec::new(),
+            pending: 0..0,
+            held: None,
+        };
+        if default.takes_columns() {
+            let lean_chunks = std::iter::from_fn(|| lean.next_chunk(&mut chunks));
+            report = self.write_column_chunks(batch, lean_chunks, deadline).await?;
+        }
+        // The rest, from the first chunk the lean path cannot take.
+        let start = lean.output.outcomes.len();
+        let mut rest = TransformOutput::default();
+        if let Some(held) = lean.held.take() {
+            rest.append(held);
+        }
+        tokio::task::block_in_place(|| chunks.for_each(|chunk| rest.append(chunk)));
+        if rest.outcomes.is_empty() {
+            return Ok(report);
+        }
+        let end = start + rest.outcomes.len();
+        let sliced;
+        let rest_batch = if (start, end) == (0, batch.len()) {
+            batch
+        } else {
+            sliced = batch.slice(start..end);
+            &sliced
+        };
+        let encoded = self
+            .write_rows_of(rest_batch, rest, default_table, stage, deadline)
+            .await?;
+        report.add(&encoded);
+        Ok(report)
+    }
+}
+
+/// The lean path's side of a streamed write: the chunks taken so far, the
+/// tables they name, and the chunk it could not take.
+struct LeanStream<'w> {
+    writer: &'w FlussWriter,
+    batch: &'w MessageBatch,
+    default_table: &'w TablePath,
+    stage: DeadLetterKind,
+    deadline: Deadline,
+    /// Every table name met, resolved (or why it cannot be had).
+    resolved: HashMap<String, Result<Arc<Table>, String>>,
+    /// The tables of `output`'s rows by index (0: the sink's own; `None`:
+    /// one that cannot be had, whose messages are dead-lettered).
+    tables: Vec<Option<Arc<Table>>>,
+    /// The chunks taken, joined in message order.
+    output: TransformOutput,
+    /// The kind of each of `output`'s dead letters.
+    kinds: Vec<DeadLetterKind>,
+    /// Messages of `output` not yet put in columns.
+    pending: Range<usize>,
+    /// The first chunk with rows for a table the lean path cannot write.
+    held: Option<TransformOutput>,
+}
+
+impl LeanStream<'_> {
+    /// The next [`COLUMN_CHUNK`] messages' columns, taking the next chunk
+    /// from `chunks` when those taken are done; `None` at the end of
+    /// `chunks` or at a chunk the lean path cannot take (then held).
+    fn next_chunk(
+        &mut self,
+        chunks: &mut impl Iterator<Item = TransformOutput>,
+    ) -> Option<Result<LeanChunk, WriteError>> {
+        if self.held.is_some() {
+            return None;
+        }
+        if self.pending.is_empty() {
+            let chunk = chunks.next()?;
+            match self.take(chunk) {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let start = self.pending.start;
+        let messages = start..(start + COLUMN_CHUNK).min(self.pending.end);
+        self.pending.start = messages.end;
+        let tables: Vec<Option<LeanTable<'_>>> = self
+            .tables
+            .iter()
+            .map(|t| {
+                t.as_deref().map(|t| LeanTable {
+                    schema: &t.schema,
+                    arrow_schema: &t.arrow_schema,
+                })
+            })
+            .collect();
+        let include_metadata = self.writer.settings.include_metadata;
+        let made = guest_columns(
+            &self.output,
+            messages.clone(),
+            self.batch,
+            &tables,
+            include_metadata,
+        );
+        let columns = made.unwrap_or_else(|reason| ColumnOutput {
+            outcomes: vec![
+                MessageOutcome::DeadLetter(format!("cannot build the Arrow batch: {reason}"));
+                messages.len()
+            ],
+            ..ColumnOutput::default()
+        });
+        Some(Ok(LeanChunk {
+            columns,
+            kinds: self.kinds[messages].to_vec(),
+            tables: self.tables.clone(),
+        }))
+    }
+
+    /// Takes `chunk` onto the lean path (`true`), or holds it back when one
+    /// of the tables it names is not a log table whose batches land whole
+    /// (`false`). Rows for a table that cannot be had (or may not be routed
+    /// to) dead-letter their message.
+    fn take(&mut self, chunk: TransformOutput) -> Result<bool, WriteError> {
+        for name in chunk.rows.tables() {
+            if self.resolved.contains_key(name) {
+                continue;
+            }
+            let resolved = if self.resolved.len() >= routing::MAX_TABLES_PER_BATCH {
+                Err(format!(
+                    "the batch names more than {} distinct tables",
+                    routing::MAX_TABLES_PER_BATCH
+                ))
+            } else {
+                let default = self.tables[0].as_ref().expect("the sink's own table");
+                let resolving = self
+                    .writer
+                    .resolve_routed(name, self.default_table, default, self.deadline);
+                tokio::runtime::Handle::current().block_on(resolving)?
+            };
+            self.resolved.insert(name.clone(), resolved);
+        }
+        let other_kind = chunk
+            .rows
+            .tables()
+            .iter()
+            .any(|name| matches!(&self.resolved[name], Ok(t) if !t.takes_columns()));
+        if other_kind {
+            self.held = Some(chunk);
+            return Ok(false);
+        }
+        let start = self.output.outcomes.len();
+        self.output.append(chunk);
+        let end = self.output.outcomes.len();
+        self.kinds.resize(end, self.stage);
+        let named = self.output.rows.tables();
+        for name in &named[self.tables.len() - 1..] {
+            self.tables.push(self.resolved[name].as_ref().ok().cloned());
+        }
+        let mut unresolved = Vec::new();
+        for (entry, _) in self.output.rows.iter_messages(start..end) {
+            if let Some(name) = self.output.rows.table_name(entry.table)
+                && let Err(reason) = &self.resolved[name]
+            {
+                unresolved.push((entry.message as usize, format!("table {name}: {reason}")));
+            }
+        }
+        for (message, reason) in unresolved {
+            self.output.outcomes[message] = MessageOutcome::DeadLetter(reason);
+            self.kinds[message] = DeadLetterKind::Table;
+        }
+        self.pending = start..end;
+        Ok(true)
+    }
+}

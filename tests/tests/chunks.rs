@@ -1,0 +1,233 @@
+//! A consume of many chunks (`batch_size` messages each, one transform call
+//! each) through the dlopen'd plugin, against the real local Fluss: chunks
+//! are made side by side and each is sent as soon as it is made, with and
+//! without a transform, and every row lands once, in message order, even
+//! when a chunk half-way names a table the lean path cannot write.
+//! The tests fail, never skip, when no cluster is reachable.
+
+use std::time::Duration;
+
+use iggy_connector_fluss_sink::TablePath;
+use integration_tests::fluss_cluster::{block, bootstrap, connection, read_log, unique_table};
+use integration_tests::plugin::{Plugin, TestMessage, log_config, logged, next_id};
+use integration_tests::{component, test_cache_dir};
+use serde_json::json;
+
+const JSON: u32 = 0;
+
+/// A consume of many chunks (`batch_size` 50), with and without a
+/// transform: the chunks are made side by side and sent as each is made,
+/// and the table holds every row once, in message order (one bucket), the
+/// bad messages dead-lettered with the writer's words.
+#[test]
+fn a_consume_of_many_chunks_lands_whole_and_in_order() {
+    let plugin = Plugin::load();
+    for transform in [None, Some("json-to-row")] {
+        let (path, dlq) = (unique_table("abi_chunks"), unique_table("abi_chunks_dlq"));
+        let mut config = log_config(&path, &dlq);
+        config["batch_size"] = json!(50);
+        if let Some(name) = transform {
+            config["transform"] = json!({
+                "path": component(name).display().to_string(),
+                "cache_dir": test_cache_dir().display().to_string(),
+            });
+        }
+        let id = next_id();
+        plugin.open_ok(id, &config);
+        let bad = [13u64, 377, 998];
+        let messages: Vec<TestMessage> = (0..1000u64)
+            .map(|i| match i {
+                _ if bad.contains(&i) => {
+                    TestMessage::text(i, &format!(r#"{{"id":{i},"amount":"123456789012.5"}}"#))
+                }
+                _ => TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","amount":"{i}.50"}}"#)),
+            })
+            .collect();
+        assert_eq!(
+            plugin.consume(id, "app", "events", JSON, &messages),
+            0,
+            "{:?}",
+            logged(&format!("instance={id}"))
+        );
+        let ids: Vec<String> = block(read_log(&path, 997, Duration::from_secs(30)))
+            .into_iter()
+            .map(|row| row[0].clone())
+            .collect();
+        let expected: Vec<String> = (0..1000u64)
+            .filter(|i| !bad.contains(i))
+            .map(|i| i.to_string())
+            .collect();
+        assert_eq!(ids, expected, "{transform:?}: every row once, in message order");
+        let letters = block(read_log(&dlq, 3, Duration::from_secs(30)));
+        assert_eq!(letters.len(), 3, "{transform:?}: {letters:?}");
+        assert!(
+            letters
+                .iter()
+                .all(|l| l.iter().any(|c| c.contains("DECIMAL(10, 2)"))),
+            "{transform:?}: {letters:?}"
+        );
+        assert_eq!(plugin.close(id), 0);
+    }
+}
+
+/// A consume of many chunks into a table partitioned by `name`, with and
+/// without a transform (both on the lean path): each partition holds its
+/// rows once, in message order, across the chunks; a message whose
+/// partition value is NULL or cannot name a Fluss partition is
+/// dead-lettered with the reason, and nothing of it is written.
+#[test]
+fn a_partitioned_consume_of_many_chunks_lands_each_row_in_its_partition_in_order() {
+    use integration_tests::fluss_cluster::{partition_names, read_partition};
+    let plugin = Plugin::load();
+    for transform in [None, Some("json-to-row")] {
+        let (path, dlq) = (unique_table("abi_pchunks"), unique_table("abi_pchunks_dlq"));
+        let mut config = log_config(&path, &dlq);
+        config["batch_size"] = json!(50);
+        config["partition_keys"] = json!(["name"]);
+        if let Some(name) = transform {
+            config["transform"] = json!({
+                "path": component(name).display().to_string(),
+                "cache_dir": test_cache_dir().display().to_string(),
+            });
+        }
+        let id = next_id();
+        plugin.open_ok(id, &config);
+        let (null, unnamable) = (77u64, 555u64);
+        let messages: Vec<TestMessage> = (0..600u64)
+            .map(|i| match i {
+                _ if i == null => TestMessage::text(i, &format!(r#"{{"id":{i},"amount":"1.00"}}"#)),
+                _ if i == unnamable => {
+                    TestMessage::text(i, &format!(r#"{{"id":{i},"name":"no/such","amount":"1.00"}}"#))
+                }
+                _ => TestMessage::text(
+                    i,
+                    &format!(r#"{{"id":{i},"name":"p{}","amount":"{i}.50"}}"#, i % 3),
+                ),
+            })
+            .collect();
+        assert_eq!(
+            plugin.consume(id, "app", "events", JSON, &messages),
+            0,
+            "{:?}",
+            logged(&format!("instance={id}"))
+        );
+        assert_eq!(
+            block(partition_names(&path)),
+            vec!["p0", "p1", "p2"],
+            "{transform:?}"
+        );
+        for p in 0..3u64 {
+            let expected: Vec<String> = (0..600u64)
+                .filter(|i| i % 3 == p && ![null, unnamable].contains(i))
+                .map(|i| i.to_string())
+                .collect();
+            let ids: Vec<String> = block(read_partition(
+                &path,
+                &format!("p{p}"),
+                expected.len(),
+                Duration::from_secs(30),
+            ))
+            .into_iter()
+            .map(|row| row[0].clone())
+            .collect();
+            assert_eq!(
+                ids, expected,
+                "{transform:?}: partition p{p}: every row once, in message order"
+            );
+        }
+        let letters = block(read_log(&dlq, 2, Duration::from_secs(30)));
+        assert_eq!(letters.len(), 2, "{transform:?}: {letters:?}");
+        for (reason, offset) in [("NULL", null), ("cannot name a Fluss partition", unnamable)] {
+            assert!(
+                letters.iter().any(|l| l[3] == offset.to_string()
+                    && l[7] == "partition"
+                    && l[8].contains(reason)
+                    && l[8].contains("partition key `name`")),
+                "{transform:?}: offset {offset} dead-lettered for `{reason}`: {letters:?}"
+            );
+        }
+        assert_eq!(plugin.close(id), 0);
+    }
+}
+
+/// Creates `path` as a log table (`tenant`, `v`) with a bucket key over 3
+/// buckets: fluss-rs splits an Arrow batch across its buckets, so the lean
+/// path cannot write it.
+async fn create_bucketed(path: &TablePath) {
+    use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath as FlussPath};
+    let conn = connection().await;
+    let admin = conn.get_admin().unwrap();
+    let schema = Schema::builder()
+        .column("tenant", DataTypes::string())
+        .column("v", DataTypes::int())
+        .build()
+        .unwrap();
+    let descriptor = TableDescriptor::builder()
+        .schema(schema)
+        .distributed_by(Some(3), vec!["v".to_string()])
+        .build()
+        .unwrap();
+    admin.create_database(&path.database, None, true).await.unwrap();
+    admin
+        .create_table(
+            &FlussPath::new(path.database.clone(), path.table.clone()),
+            &descriptor,
+            false,
+        )
+        .await
+        .unwrap();
+}
+
+/// `tenant-router` over chunks of 2 messages: the first three chunks go to
+/// a table the lean path writes, the fourth to one it cannot (a bucket
+/// key), the fifth to the first table again. What the lean path sent is
+/// settled, then the fourth chunk and the rest go the encoded way: each
+/// table holds each of its rows once, the first one in message order.
+#[test]
+fn a_chunk_for_a_table_the_lean_path_cannot_write_sends_it_and_the_rest_the_encoded_way() {
+    let plugin = Plugin::load();
+    let path = unique_table("chunks_route");
+    let prefix = format!("{}_", path.table);
+    let (lean, bucketed) = (
+        TablePath::new(path.database.clone(), format!("{prefix}lean")),
+        TablePath::new(path.database.clone(), format!("{prefix}bucketed")),
+    );
+    block(create_bucketed(&bucketed));
+    let id = next_id();
+    let config = json!({
+        "bootstrap_servers": bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "columns": [{"name": "tenant", "type": "STRING"}, {"name": "v", "type": "INT"}],
+        "bucket_count": 1,
+        "batch_size": 2,
+        "auto_create_table": true,
+        "allowed_tables": [format!("{}.{prefix}*", path.database)],
+        "transform": {
+            "path": component("tenant-router"),
+            "cache_dir": test_cache_dir(),
+            "config": {"prefix": prefix}
+        }
+    });
+    plugin.open_ok(id, &config);
+    let tenant_of = |v: u64| if v == 6 || v == 7 { "bucketed" } else { "lean" };
+    let messages: Vec<TestMessage> = (0..10u64)
+        .map(|v| TestMessage::text(v, &format!(r#"{{"tenant":"{}","v":{v}}}"#, tenant_of(v))))
+        .collect();
+    assert_eq!(
+        plugin.consume(id, "app", "events", JSON, &messages),
+        0,
+        "{:?}",
+        logged(&format!("instance={id}"))
+    );
+    let values = |rows: Vec<Vec<String>>| -> Vec<String> { rows.into_iter().map(|r| r[1].clone()).collect() };
+    assert_eq!(
+        values(block(read_log(&lean, 8, Duration::from_secs(30)))),
+        ["0", "1", "2", "3", "4", "5", "8", "9"],
+        "the lean table: every row once, in message order"
+    );
+    let mut routed = values(block(read_log(&bucketed, 2, Duration::from_secs(30))));
+    routed.sort();
+    assert_eq!(routed, ["6", "7"], "the bucketed table: every row once");
+    assert_eq!(plugin.close(id), 0);
+}
