@@ -81,15 +81,25 @@ fn drained_line(log: &str) -> Option<String> {
 
 /// A tablet-server outage of `downtime` while a producer sends `total`
 /// orders in polls of `batch_length`, spaced by `pause` per 200 orders: every
-/// order lands once. Returns what was measured, for the test's line.
+/// order lands once.
+///
+/// The tablet server is stopped when the producer reaches order `outage_at`,
+/// and the producer waits for it before it goes on, so the orders from
+/// `outage_at` on are sent while Fluss is away however fast the sink and the
+/// producer are (a clock-timed outage once began after a fast sink had taken
+/// everything, and tested nothing).
 fn outage_through_the_runtime(
     case: &str,
     total: u64,
     pause: Duration,
     batch_length: usize,
-    outage_after: Duration,
+    outage_at: u64,
     downtime: Duration,
 ) {
+    assert!(
+        outage_at > 200 && outage_at < total && outage_at % 200 == 0,
+        "{case}: the outage begins at a request boundary inside the run"
+    );
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cluster = LocalCluster::start("runtime", 1);
     let bootstrap = cluster.bootstrap();
@@ -102,15 +112,23 @@ fn outage_through_the_runtime(
     let runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
     server.produce_orders(0, 200);
     wait_for_table_at(&bootstrap, &table);
+    let (reached, outage_begins) = std::sync::mpsc::channel::<()>();
+    let (stopped, tablet_stopped) = std::sync::mpsc::channel::<()>();
+    let server = &server;
     let peak = std::thread::scope(|scope| {
-        let producer = scope.spawn(|| {
+        let producer = scope.spawn(move || {
             for from in (200..total).step_by(200) {
+                if from == outage_at {
+                    reached.send(()).unwrap();
+                    tablet_stopped.recv().unwrap();
+                }
                 server.produce_orders(from, (from + 200).min(total));
                 std::thread::sleep(pause);
             }
         });
-        std::thread::sleep(outage_after);
+        outage_begins.recv().unwrap();
         cluster.script(&["kill-tablet", "TERM", "0"]);
+        stopped.send(()).unwrap();
         let peak = watch_spool(&spool, downtime);
         cluster.script(&["start-tablet", "0"]);
         producer.join().unwrap();
@@ -154,7 +172,8 @@ fn outage_through_the_runtime(
 
 /// The measured case of the spool's issue (6,000 of 20,000 lost before):
 /// `delivery_timeout = "1s"`, polls of 200, 20,000 orders over ~28 s, the
-/// only tablet server stopped gracefully for 20 s and started again.
+/// only tablet server stopped gracefully for 20 s (from order 3,000, about
+/// 4 s in) and started again.
 #[test]
 fn a_twenty_second_tablet_restart_under_the_runtime_loses_and_repeats_nothing() {
     if !binaries_present("a_twenty_second_tablet_restart_under_the_runtime_loses_and_repeats_nothing") {
@@ -165,13 +184,14 @@ fn a_twenty_second_tablet_restart_under_the_runtime_loses_and_repeats_nothing() 
         20_000,
         Duration::from_millis(280),
         200,
-        Duration::from_secs(4),
+        3_000,
         Duration::from_secs(20),
     );
 }
 
 /// A 60 s downtime with the producer at full speed (no pause between its
-/// requests) and polls of 1,000.
+/// requests) and polls of 1,000: 20,000 orders before the outage, 80,000
+/// during it.
 #[test]
 fn a_minute_of_tablet_downtime_at_full_speed_loses_and_repeats_nothing() {
     if !binaries_present("a_minute_of_tablet_downtime_at_full_speed_loses_and_repeats_nothing") {
@@ -182,7 +202,7 @@ fn a_minute_of_tablet_downtime_at_full_speed_loses_and_repeats_nothing() {
         100_000,
         Duration::ZERO,
         1000,
-        Duration::from_secs(1),
+        20_000,
         Duration::from_secs(60),
     );
 }
