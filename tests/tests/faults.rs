@@ -23,6 +23,9 @@ use integration_tests::plugin::{Plugin, TestMessage, assert_prompt, logged, next
 use integration_tests::{component, test_cache_dir};
 use serde_json::{Value, json};
 
+#[path = "faults/streamed.rs"]
+mod streamed;
+
 /// `delivery_timeout` of the instances that meet a hung or dead cluster.
 const DEADLINE: Duration = Duration::from_secs(2);
 
@@ -496,6 +499,8 @@ fn every_promise_holds_under_faults() {
     };
     hung_during_consume(&mut suite, None);
     hung_during_consume(&mut suite, Some("json-to-row"));
+    streamed::hung_while_a_transform_batch_streams(&mut suite);
+    streamed::deadline_while_a_spooled_transform_batch_is_made(&mut suite);
     hung_during_open(&mut suite);
     hung_while_a_partition_is_made(&mut suite);
     permanent_refusal_of_part_of_a_batch(&mut suite);

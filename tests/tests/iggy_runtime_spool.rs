@@ -97,7 +97,7 @@ fn outage_through_the_runtime(
     downtime: Duration,
 ) {
     assert!(
-        outage_at > 200 && outage_at < total && outage_at % 200 == 0,
+        outage_at > 200 && outage_at < total && outage_at.is_multiple_of(200),
         "{case}: the outage begins at a request boundary inside the run"
     );
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
