@@ -287,16 +287,37 @@ fn starts_an_object(payload: &[u8]) -> bool {
 }
 
 /// The text of one top-level field of a JSON object: a string as it is,
-/// a number or boolean as its JSON text, `None` when missing or null.
+/// a number or boolean as its JSON text, `None` when missing or null. For
+/// the same field in many payloads, make a [`JsonField`] once.
 pub fn field_text(payload: &[u8], field: &str) -> Result<Option<String>, MapError> {
-    let mapper = JsonMapper::new(vec![Column::new(field, DataType::String, true)]);
-    let mut slot = [None];
-    mapper.parse(payload, &mut slot)?;
-    let [slot] = slot;
-    Ok(match slot {
-        Some(Typed::Text(text)) => Some(text.into_owned()),
-        _ => None,
-    })
+    JsonField::new(field).text(payload)
+}
+
+/// A reader of one top-level field of JSON objects, made once for many
+/// payloads (see [`field_text`]).
+#[derive(Debug, Clone)]
+pub struct JsonField {
+    mapper: JsonMapper,
+}
+
+impl JsonField {
+    /// A reader of field `name`.
+    pub fn new(name: &str) -> Self {
+        Self {
+            mapper: JsonMapper::new(vec![Column::new(name, DataType::String, true)]),
+        }
+    }
+
+    /// The field's text in `payload`, as [`field_text`] reads it.
+    pub fn text(&self, payload: &[u8]) -> Result<Option<String>, MapError> {
+        let mut slot = [None];
+        self.mapper.parse(payload, &mut slot)?;
+        let [slot] = slot;
+        Ok(match slot {
+            Some(Typed::Text(text)) => Some(text.into_owned()),
+            _ => None,
+        })
+    }
 }
 
 struct ObjectVisitor<'a, 'de> {
@@ -507,6 +528,20 @@ mod tests {
         assert_eq!(field_text(br#"{"t":12}"#, "t").unwrap().as_deref(), Some("12"));
         assert_eq!(field_text(br#"{"a":1}"#, "t").unwrap(), None);
         assert!(field_text(br#"{"t":{}}"#, "t").is_err());
+    }
+
+    #[test]
+    fn one_field_reader_reads_each_payload_on_its_own() {
+        let tenant = JsonField::new("t");
+        let payloads: [&[u8]; 4] = [br#"{"t":"a"}"#, br#"{"x":1}"#, b"not json", br#"{"t":"b","u":2}"#];
+        let read: Vec<Result<Option<String>, bool>> = payloads
+            .iter()
+            .map(|p| tenant.text(p).map_err(|_| true))
+            .collect();
+        assert_eq!(
+            read,
+            [Ok(Some("a".into())), Ok(None), Err(true), Ok(Some("b".into()))]
+        );
     }
 
     #[test]

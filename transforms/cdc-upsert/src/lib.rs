@@ -6,12 +6,12 @@
 //! `partial_update = "true"`, an upsert updates only the fields its payload
 //! has (the table's other columns keep their values).
 
-use fluss_transform_sdk::{
-    InitContext, Message, Output, RowKind, Transform, export_transform, json_field_text,
-};
+use fluss_transform_sdk::{InitContext, JsonField, Message, Output, RowKind, Transform, export_transform};
 
 struct CdcUpsert {
     op_field: String,
+    /// Reads `op_field` from each payload.
+    op: JsonField,
     partial: bool,
 }
 
@@ -24,14 +24,16 @@ impl Transform for CdcUpsert {
             ));
         }
         let partial = ctx.flag("partial_update", false)?;
+        let op_field = ctx.get_or("op_field", "op").to_string();
         Ok(CdcUpsert {
-            op_field: ctx.get_or("op_field", "op").to_string(),
+            op: JsonField::new(&op_field),
+            op_field,
             partial,
         })
     }
 
     fn process(&mut self, message: &Message<'_>, out: &mut Output<'_>) -> Result<(), String> {
-        let op = match json_field_text(message.payload, &self.op_field).map_err(|e| e.to_string())? {
+        let op = match self.op.text(message.payload).map_err(|e| e.to_string())? {
             Some(op) => op,
             None => message
                 .header_str(&self.op_field)

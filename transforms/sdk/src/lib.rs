@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 use fluss_row_codec::DEFAULT_TABLE;
 use fluss_row_codec::json::JsonMapper;
-pub use fluss_row_codec::json::field_text as json_field_text;
+pub use fluss_row_codec::json::{JsonField, field_text as json_field_text};
 pub use fluss_row_codec::{Column, DataType, RowKind, RowsBuilder};
 
 /// Bindings generated from the project's WIT world.
@@ -263,14 +263,24 @@ impl SdkState {
         &self.tables[0].columns
     }
 
+    /// The mapper of the table at `index`, made (with a copy of its
+    /// columns) the first time a row is mapped onto it.
     fn mapper(&mut self, index: u16, partial: bool) -> &JsonMapper {
         let i = index as usize;
-        let columns = self.columns(index).to_vec();
-        let mappers = &mut self.mappers[usize::from(partial)];
-        if mappers.len() <= i {
-            mappers.resize_with(i + 1, || None);
+        let made = self.mappers[usize::from(partial)]
+            .get(i)
+            .is_some_and(Option::is_some);
+        if !made {
+            let mapper = JsonMapper::new(self.columns(index).to_vec()).partial_update(partial);
+            let mappers = &mut self.mappers[usize::from(partial)];
+            if mappers.len() <= i {
+                mappers.resize_with(i + 1, || None);
+            }
+            mappers[i] = Some(mapper);
         }
-        mappers[i].get_or_insert_with(|| JsonMapper::new(columns).partial_update(partial))
+        self.mappers[usize::from(partial)][i]
+            .as_ref()
+            .expect("made above")
     }
 }
 

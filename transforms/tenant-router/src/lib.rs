@@ -7,20 +7,21 @@
 //! a primary key, appends otherwise. A message without a usable tenant is
 //! dead-lettered.
 
-use fluss_transform_sdk::{
-    InitContext, Message, Output, RowKind, Transform, export_transform, json_field_text,
-};
+use fluss_transform_sdk::{InitContext, JsonField, Message, Output, RowKind, Transform, export_transform};
 
 struct TenantRouter {
     database: String,
     prefix: String,
     tenant_field: String,
-    filter: Option<(String, String)>,
+    /// Reads `tenant_field` from each payload.
+    tenant: JsonField,
+    /// The filter's field reader and the value it keeps.
+    filter: Option<(JsonField, String)>,
     kind: RowKind,
 }
 
-fn field(payload: &[u8], name: &str) -> Result<Option<String>, String> {
-    json_field_text(payload, name).map_err(|e| e.to_string())
+fn field(payload: &[u8], reader: &JsonField) -> Result<Option<String>, String> {
+    reader.text(payload).map_err(|e| e.to_string())
 }
 
 impl Transform for TenantRouter {
@@ -28,7 +29,7 @@ impl Transform for TenantRouter {
         let table = &ctx.default_table().path;
         let default_db = table.split_once('.').map_or("", |(db, _)| db);
         let filter = match (ctx.config.get("filter_field"), ctx.config.get("filter_value")) {
-            (Some(f), Some(v)) => Some((f.clone(), v.clone())),
+            (Some(f), Some(v)) => Some((JsonField::new(f), v.clone())),
             (None, None) => None,
             _ => return Err("set both `filter_field` and `filter_value`, or neither".into()),
         };
@@ -37,22 +38,24 @@ impl Transform for TenantRouter {
         } else {
             RowKind::Upsert
         };
+        let tenant_field = ctx.get_or("tenant_field", "tenant").to_string();
         Ok(TenantRouter {
             database: ctx.get_or("database", default_db).to_string(),
             prefix: ctx.get_or("prefix", "").to_string(),
-            tenant_field: ctx.get_or("tenant_field", "tenant").to_string(),
+            tenant: JsonField::new(&tenant_field),
+            tenant_field,
             filter,
             kind,
         })
     }
 
     fn process(&mut self, message: &Message<'_>, out: &mut Output<'_>) -> Result<(), String> {
-        if let Some((name, wanted)) = &self.filter
-            && field(message.payload, name)?.as_deref() != Some(wanted.as_str())
+        if let Some((reader, wanted)) = &self.filter
+            && field(message.payload, reader)?.as_deref() != Some(wanted.as_str())
         {
             return Ok(());
         }
-        let tenant = match field(message.payload, &self.tenant_field)? {
+        let tenant = match field(message.payload, &self.tenant)? {
             Some(t) => t,
             None => message
                 .header_str(&self.tenant_field)
