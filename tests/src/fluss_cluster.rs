@@ -172,6 +172,38 @@ pub async fn read_log_at(
     poll_rows(&scanner, expected, timeout).await
 }
 
+/// Creates log table `path` (and its database) with `columns` (name, type)
+/// over 3 buckets keyed by column `bucket_key`: fluss-rs splits an Arrow
+/// batch across such a table's buckets, so the sink appends there row by
+/// row, never on the lean path.
+pub async fn create_bucketed_log_table(
+    path: &TablePath,
+    columns: &[(&str, fluss::metadata::DataType)],
+    bucket_key: &str,
+) {
+    use fluss::metadata::{Schema, TableDescriptor};
+    let mut schema = Schema::builder();
+    for (name, data_type) in columns {
+        schema = schema.column(*name, data_type.clone());
+    }
+    let descriptor = TableDescriptor::builder()
+        .schema(schema.build().unwrap())
+        .distributed_by(Some(3), vec![bucket_key.to_string()])
+        .build()
+        .unwrap();
+    let conn = connection().await;
+    let admin = conn.get_admin().unwrap();
+    admin.create_database(&path.database, None, true).await.unwrap();
+    admin
+        .create_table(
+            &FlussPath::new(path.database.clone(), path.table.clone()),
+            &descriptor,
+            false,
+        )
+        .await
+        .unwrap();
+}
+
 /// How often each value of the first (BIGINT) column appears in log
 /// table `path` at `bootstrap_servers`, read as [`read_log_at`] reads.
 pub fn id_counts(

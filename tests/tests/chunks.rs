@@ -7,8 +7,9 @@
 
 use std::time::Duration;
 
+use fluss::metadata::DataTypes;
 use iggy_connector_fluss_sink::TablePath;
-use integration_tests::fluss_cluster::{block, bootstrap, connection, read_log, unique_table};
+use integration_tests::fluss_cluster::{block, bootstrap, create_bucketed_log_table, read_log, unique_table};
 use integration_tests::plugin::{Plugin, TestMessage, log_config, logged, next_id};
 use integration_tests::{component, test_cache_dir};
 use serde_json::json;
@@ -150,34 +151,6 @@ fn a_partitioned_consume_of_many_chunks_lands_each_row_in_its_partition_in_order
     }
 }
 
-/// Creates `path` as a log table (`tenant`, `v`) with a bucket key over 3
-/// buckets: fluss-rs splits an Arrow batch across its buckets, so the lean
-/// path cannot write it.
-async fn create_bucketed(path: &TablePath) {
-    use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath as FlussPath};
-    let conn = connection().await;
-    let admin = conn.get_admin().unwrap();
-    let schema = Schema::builder()
-        .column("tenant", DataTypes::string())
-        .column("v", DataTypes::int())
-        .build()
-        .unwrap();
-    let descriptor = TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(3), vec!["v".to_string()])
-        .build()
-        .unwrap();
-    admin.create_database(&path.database, None, true).await.unwrap();
-    admin
-        .create_table(
-            &FlussPath::new(path.database.clone(), path.table.clone()),
-            &descriptor,
-            false,
-        )
-        .await
-        .unwrap();
-}
-
 /// `tenant-router` over chunks of 2 messages: the first three chunks go to
 /// a table the lean path writes, the fourth to one it cannot (a bucket
 /// key), the fifth to the first table again. What the lean path sent is
@@ -192,7 +165,11 @@ fn a_chunk_for_a_table_the_lean_path_cannot_write_sends_it_and_the_rest_the_enco
         TablePath::new(path.database.clone(), format!("{prefix}lean")),
         TablePath::new(path.database.clone(), format!("{prefix}bucketed")),
     );
-    block(create_bucketed(&bucketed));
+    block(create_bucketed_log_table(
+        &bucketed,
+        &[("tenant", DataTypes::string()), ("v", DataTypes::int())],
+        "v",
+    ));
     let id = next_id();
     let config = json!({
         "bootstrap_servers": bootstrap(),

@@ -366,32 +366,20 @@ async fn metadata_columns_and_dynamic_routes_land_as_configured() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_table_with_a_bucket_key_takes_rows_one_by_one_into_every_bucket() {
-    use fluss::metadata::{DataTypes, Schema, TableDescriptor};
+    use fluss::metadata::DataTypes;
     // fluss-rs splits an Arrow batch across such a table's buckets, so the
     // writer appends row by row there; every row must land once.
     let path = unique_table("bucketed");
     let w = writer(settings()).await;
-    let conn = connection().await;
-    let admin = conn.get_admin().unwrap();
-    let schema = Schema::builder()
-        .column("id", DataTypes::bigint().as_non_nullable())
-        .column("name", DataTypes::string())
-        .build()
-        .unwrap();
-    let descriptor = TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(3), vec!["id".to_string()])
-        .build()
-        .unwrap();
-    admin.create_database(&path.database, None, true).await.unwrap();
-    admin
-        .create_table(
-            &FlussPath::new(path.database.clone(), path.table.clone()),
-            &descriptor,
-            false,
-        )
-        .await
-        .unwrap();
+    integration_tests::fluss_cluster::create_bucketed_log_table(
+        &path,
+        &[
+            ("id", DataTypes::bigint().as_non_nullable()),
+            ("name", DataTypes::string()),
+        ],
+        "id",
+    )
+    .await;
 
     let sink_schema = w.table_schema(&path).await.unwrap();
     let payloads: Vec<String> = (0..30)
