@@ -277,9 +277,16 @@ impl<'a> Reader<'a> {
         let len = u32::from_le_bytes(self.array()?) as usize;
         let at = self.pos;
         let bytes = self.take(len)?;
-        std::str::from_utf8(bytes).map_err(|e| DecodeError {
-            offset: self.base + at,
-            reason: format!("text is not UTF-8: {e}"),
+        // Checked with SIMD; core's check only words the refusal.
+        simdutf8::basic::from_utf8(bytes).map_err(|_| {
+            let reason = match std::str::from_utf8(bytes) {
+                Err(e) => format!("text is not UTF-8: {e}"),
+                Ok(_) => "text is not UTF-8".to_string(),
+            };
+            DecodeError {
+                offset: self.base + at,
+                reason,
+            }
         })
     }
 }
