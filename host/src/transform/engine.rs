@@ -51,6 +51,12 @@ pub(super) fn shared_engine(max_stack: usize) -> Result<Engine, TransformError> 
         .concurrency_support(false)
         .epoch_interruption(true)
         .max_wasm_stack(max_stack);
+    // For profiling: with FLUSS_SINK_PERFMAP set, the engine writes
+    // /tmp/perf-<pid>.map, which names a component's compiled functions in
+    // `perf report` (docs/benchmarks.md, "Profiling").
+    if std::env::var_os("FLUSS_SINK_PERFMAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     let engine =
         Engine::new(&config).map_err(|e| TransformError::Setting(format!("max_stack {max_stack}: {e}")))?;
     let weak = engine.weak();
