@@ -95,14 +95,14 @@ impl RowsInMaking {
     pub(super) fn blocking<'a>(
         &'a self,
         failure: &'a mut Option<Arc<PipelineError>>,
-    ) -> impl Iterator<Item = TransformOutput> + 'a {
+    ) -> impl Iterator<Item = Arc<TransformOutput>> + 'a {
         let handle = tokio::runtime::Handle::current();
         self.chunks.iter().map_while(move |chunk| {
             if failure.is_some() {
                 return None;
             }
             match handle.block_on(chunk.clone()) {
-                Ok(rows) => Some((*rows).clone()),
+                Ok(rows) => Some(rows),
                 Err(e) => {
                     *failure = Some(e);
                     None
@@ -120,7 +120,7 @@ impl RowsInMaking {
     pub(super) async fn whole(&self) -> Result<TransformOutput, Arc<PipelineError>> {
         let mut output = TransformOutput::default();
         for chunk in &self.chunks {
-            output.append((*chunk.clone().await?).clone());
+            output.append_copy(&*chunk.clone().await?);
         }
         Ok(output)
     }
@@ -199,7 +199,7 @@ mod tests {
         let metrics = Arc::new(InstanceMetrics::new(9_001));
         let making = RowsInMaking::start(stage(), &batch, PayloadSchema::Json, 3, metrics);
         let mut failure = None;
-        let chunks: Vec<TransformOutput> =
+        let chunks: Vec<Arc<TransformOutput>> =
             tokio::task::block_in_place(|| making.blocking(&mut failure).collect());
         assert!(failure.is_none());
         assert_eq!(
@@ -209,7 +209,7 @@ mod tests {
         );
         let mut joined = TransformOutput::default();
         for chunk in chunks {
-            joined.append(chunk);
+            joined.append_copy(&chunk);
         }
         let whole = making.whole().await.unwrap();
         assert_eq!(values(&joined), values(&whole));

@@ -159,8 +159,14 @@ impl RowBatch {
         self.entries.retain(|e| keep(e.message));
     }
 
+    /// Room for `rows` more rows of `bytes` more encoded bytes.
+    pub fn reserve(&mut self, rows: usize, bytes: usize) {
+        self.entries.reserve(rows);
+        self.bytes.reserve(bytes);
+    }
+
     /// Appends `other`'s rows, shifting their message indexes by `message_offset`.
-    pub fn append(&mut self, other: RowBatch, message_offset: u32) {
+    pub fn append(&mut self, other: &RowBatch, message_offset: u32) {
         let base = self.bytes.len() as u32;
         let remap: Vec<u16> = other
             .tables
@@ -174,7 +180,7 @@ impl RowBatch {
             })
             .collect();
         self.bytes.extend_from_slice(&other.bytes);
-        self.entries.extend(other.entries.into_iter().map(|e| RowEntry {
+        self.entries.extend(other.entries.iter().map(|&e| RowEntry {
             message: e.message + message_offset,
             table: if e.table == DEFAULT_TABLE {
                 DEFAULT_TABLE
@@ -198,11 +204,29 @@ pub struct TransformOutput {
 }
 
 impl TransformOutput {
-    /// Appends the output of the next messages of the same batch.
+    /// Appends the output of the next messages of the same batch; taken
+    /// whole, without a copy, when this one is empty.
     pub fn append(&mut self, other: TransformOutput) {
+        if self.outcomes.is_empty() && self.rows.is_empty() && self.rows.tables.is_empty() {
+            *self = other;
+            return;
+        }
+        self.append_copy(&other);
+    }
+
+    /// Appends a copy of `other`, the output of the next messages of the
+    /// same batch (for outputs shared with the spool).
+    pub fn append_copy(&mut self, other: &TransformOutput) {
         let offset = self.outcomes.len() as u32;
-        self.outcomes.extend(other.outcomes);
-        self.rows.append(other.rows, offset);
+        self.outcomes.extend_from_slice(&other.outcomes);
+        self.rows.append(&other.rows, offset);
+    }
+
+    /// Room for `messages` more messages with `rows` more rows of `bytes`
+    /// more encoded bytes.
+    pub fn reserve(&mut self, messages: usize, rows: usize, bytes: usize) {
+        self.outcomes.reserve(messages);
+        self.rows.reserve(rows, bytes);
     }
 
     /// Messages that became rows, were filtered and were dead-lettered.

@@ -30,7 +30,7 @@ impl FlussWriter {
         stage: DeadLetterKind,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        let chunks = std::iter::once(output);
+        let chunks = std::iter::once(Arc::new(output));
         self.write_transformed_within(batch, chunks, default_table, stage, deadline)
             .await
     }

@@ -38,7 +38,7 @@ impl FlussWriter {
     pub async fn write_transformed_within(
         &self,
         batch: &MessageBatch,
-        chunks: impl Iterator<Item = TransformOutput>,
+        chunks: impl Iterator<Item = Arc<TransformOutput>>,
         default_table: &TablePath,
         stage: DeadLetterKind,
         deadline: Deadline,
@@ -54,7 +54,7 @@ impl FlussWriter {
     async fn write_transformed(
         &self,
         batch: &MessageBatch,
-        mut chunks: impl Iterator<Item = TransformOutput>,
+        mut chunks: impl Iterator<Item = Arc<TransformOutput>>,
         default_table: &TablePath,
         stage: DeadLetterKind,
         deadline: Deadline,
@@ -82,9 +82,9 @@ impl FlussWriter {
         let start = lean.output.outcomes.len();
         let mut rest = TransformOutput::default();
         if let Some(held) = lean.held.take() {
-            rest.append(held);
+            rest.append(Arc::unwrap_or_clone(held));
         }
-        tokio::task::block_in_place(|| chunks.for_each(|chunk| rest.append(chunk)));
+        tokio::task::block_in_place(|| chunks.for_each(|chunk| rest.append_copy(&chunk)));
         if rest.outcomes.is_empty() {
             return Ok(report);
         }
@@ -124,7 +124,7 @@ struct LeanStream<'w> {
     /// Messages of `output` not yet put in columns.
     pending: Range<usize>,
     /// The first chunk with rows for a table the lean path cannot write.
-    held: Option<TransformOutput>,
+    held: Option<Arc<TransformOutput>>,
 }
 
 impl LeanStream<'_> {
@@ -133,7 +133,7 @@ impl LeanStream<'_> {
     /// `chunks` or at a chunk the lean path cannot take (then held).
     fn next_chunk(
         &mut self,
-        chunks: &mut impl Iterator<Item = TransformOutput>,
+        chunks: &mut impl Iterator<Item = Arc<TransformOutput>>,
     ) -> Option<Result<LeanChunk, WriteError>> {
         if self.held.is_some() {
             return None;
@@ -185,7 +185,7 @@ impl LeanStream<'_> {
     /// of the tables it names is not a log table whose batches land whole
     /// (`false`). Rows for a table that cannot be had (or may not be routed
     /// to) dead-letter their message.
-    fn take(&mut self, chunk: TransformOutput) -> Result<bool, WriteError> {
+    fn take(&mut self, chunk: Arc<TransformOutput>) -> Result<bool, WriteError> {
         for name in chunk.rows.tables() {
             if self.resolved.contains_key(name) {
                 continue;
@@ -214,7 +214,17 @@ impl LeanStream<'_> {
             return Ok(false);
         }
         let start = self.output.outcomes.len();
-        self.output.append(chunk);
+        if start == 0 {
+            // Room for the whole batch at this chunk's rate: the joined
+            // rows are copied once, never moved again as they grow.
+            let (messages, per) = (self.batch.len(), chunk.outcomes.len().max(1));
+            self.output.reserve(
+                messages,
+                chunk.rows.len() * messages / per,
+                chunk.rows.encoded_bytes() * messages / per,
+            );
+        }
+        self.output.append_copy(&chunk);
         let end = self.output.outcomes.len();
         self.kinds.resize(end, self.stage);
         let named = self.output.rows.tables();
