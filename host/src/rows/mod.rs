@@ -330,4 +330,42 @@ mod tests {
         );
         assert_eq!(a.counts(), (2, 0, 1));
     }
+
+    /// A row as compared: its message, table name and encoded bytes.
+    type RowShape = (u32, Option<String>, Vec<u8>);
+
+    /// Each outcome, then each row's shape.
+    fn shape(o: &TransformOutput) -> (Vec<MessageOutcome>, Vec<RowShape>) {
+        let rows = o
+            .rows
+            .encoded_rows()
+            .zip(o.rows.iter())
+            .map(|((m, bytes), (e, _))| (m, o.rows.table_name(e.table).map(str::to_string), bytes.to_vec()))
+            .collect();
+        (o.outcomes.clone(), rows)
+    }
+
+    #[test]
+    fn appending_to_an_empty_output_by_move_or_copy_gives_the_same_output() {
+        let b = TransformOutput {
+            outcomes: vec![MessageOutcome::DeadLetter("x".into()), MessageOutcome::Rows(2)],
+            rows: RowBatch::from_encoded(encoded(&[(1, 2), (0, 3)]), vec!["db.b".into()], &[0, 2]).unwrap(),
+        };
+        let mut moved = TransformOutput::default();
+        moved.append(b.clone());
+        let mut copied = TransformOutput::default();
+        copied.reserve(2, 2, b.rows.encoded_bytes());
+        copied.append_copy(&b);
+        assert_eq!(shape(&moved), shape(&b));
+        assert_eq!(shape(&copied), shape(&b));
+        // Then a second part lands after the first in both.
+        moved.append(b.clone());
+        copied.append_copy(&b);
+        assert_eq!(shape(&moved), shape(&copied));
+        assert_eq!(moved.counts(), (2, 0, 2));
+        assert_eq!(
+            shape(&moved).1.iter().map(|r| r.0).collect::<Vec<_>>(),
+            vec![1, 1, 3, 3]
+        );
+    }
 }
