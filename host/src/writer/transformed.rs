@@ -214,17 +214,23 @@ impl LeanStream<'_> {
             return Ok(false);
         }
         let start = self.output.outcomes.len();
-        if start == 0 {
-            // Room for the whole batch at this chunk's rate: the joined
-            // rows are copied once, never moved again as they grow.
-            let (messages, per) = (self.batch.len(), chunk.outcomes.len().max(1));
-            self.output.reserve(
-                messages,
-                chunk.rows.len() * messages / per,
-                chunk.rows.encoded_bytes() * messages / per,
-            );
+        match Arc::try_unwrap(chunk) {
+            // Rows made whole beforehand, shared with no one: taken as they are.
+            Ok(whole) => self.output.append(whole),
+            Err(shared) => {
+                if start == 0 {
+                    // Room for the whole batch at this chunk's rate: the
+                    // joined rows are copied once, never moved as they grow.
+                    let (messages, per) = (self.batch.len(), shared.outcomes.len().max(1));
+                    self.output.reserve(
+                        messages,
+                        shared.rows.len() * messages / per,
+                        shared.rows.encoded_bytes() * messages / per,
+                    );
+                }
+                self.output.append_copy(&shared);
+            }
         }
-        self.output.append_copy(&chunk);
         let end = self.output.outcomes.len();
         self.kinds.resize(end, self.stage);
         let named = self.output.rows.tables();
