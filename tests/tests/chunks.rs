@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use fluss::metadata::DataTypes;
 use iggy_connector_fluss_sink::TablePath;
-use integration_tests::fluss_cluster::{block, bootstrap, create_bucketed_log_table, read_log, unique_table};
+use integration_tests::fluss_cluster::{
+    block, bootstrap, create_bucketed_log_table, lookup_string, read_log, unique_table,
+};
 use integration_tests::plugin::{Plugin, TestMessage, log_config, logged, next_id};
 use integration_tests::{component, test_cache_dir};
 use serde_json::json;
@@ -207,4 +209,79 @@ fn a_chunk_for_a_table_the_lean_path_cannot_write_sends_it_and_the_rest_the_enco
     routed.sort();
     assert_eq!(routed, ["6", "7"], "the bucketed table: every row once");
     assert_eq!(plugin.close(id), 0);
+}
+
+/// A transform's rows for a primary-key table, two messages a chunk: whole
+/// rows take the keyed lean path, chunk by chunk, until a chunk with a
+/// partial update (an upsert that leaves a column out); what was sent is
+/// settled, then that chunk and the rest go the encoded way. Each key ends
+/// in the state of its last message: an upsert or delete applied out of
+/// order, or twice, across the switch would leave another.
+#[test]
+fn a_primary_key_table_takes_whole_rows_chunk_by_chunk_then_a_partial_update_the_encoded_way() {
+    let plugin = Plugin::load();
+    let path = unique_table("chunks_keyed");
+    let id = next_id();
+    let config = json!({
+        "bootstrap_servers": bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "table_type": "primary_key",
+        "primary_key_columns": ["id"],
+        "columns": [
+            {"name": "id", "type": "BIGINT"},
+            {"name": "name", "type": "STRING"},
+            {"name": "email", "type": "STRING"}
+        ],
+        "batch_size": 2,
+        "transform": {
+            "path": component("cdc-upsert"),
+            "cache_dir": test_cache_dir(),
+            "config": {"partial_update": "true"}
+        }
+    });
+    plugin.open_ok(id, &config);
+    let messages = [
+        r#"{"op":"c","id":1,"name":"a","email":"a@1"}"#,
+        r#"{"op":"c","id":2,"name":"b","email":"b@1"}"#,
+        r#"{"op":"u","id":1,"name":"a2","email":"a@2"}"#,
+        r#"{"op":"d","id":2}"#,
+        // The first partial update: from here on, the encoded way.
+        r#"{"op":"u","id":1,"email":"a@partial"}"#,
+        r#"{"op":"c","id":2,"name":"b2","email":"b@2"}"#,
+        r#"{"op":"u","id":1,"name":"a3","email":"a@3"}"#,
+        r#"{"op":"c","id":3,"name":"c","email":"c@1"}"#,
+        r#"{"op":"d","id":3}"#,
+    ];
+    let messages: Vec<TestMessage> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| TestMessage::text(i as u64, p))
+        .collect();
+    assert_eq!(
+        plugin.consume(id, "app", "cdc", JSON, &messages),
+        0,
+        "{:?}",
+        logged(&format!("instance={id}"))
+    );
+    let cell = |key: i64, column: usize| block(lookup_string(&path, key, column));
+    assert_eq!((cell(1, 1), cell(1, 2)), (some("a3"), some("a@3")));
+    assert_eq!(
+        (cell(2, 1), cell(2, 2)),
+        (some("b2"), some("b@2")),
+        "deleted in the keyed chunks, created again after the switch"
+    );
+    assert_eq!(cell(3, 1), None, "created and deleted after the switch");
+    assert_eq!(plugin.close(id), 0);
+    assert!(
+        logged(&format!("closed instance={id}"))
+            .iter()
+            .any(|(_, m)| m.contains("received=9 written=9 filtered=0 dead_lettered=0")),
+        "{:?}",
+        logged(&format!("instance={id}"))
+    );
+}
+
+fn some(text: &str) -> Option<String> {
+    Some(text.to_string())
 }

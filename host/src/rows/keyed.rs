@@ -49,25 +49,42 @@ impl KeyedOutput {
 }
 
 /// Builds [`KeyedRow`]s one row at a time: a [`RowSink`] for the JSON
-/// mapping. A row with a cell that does not fit its column is left out
-/// and the reason kept for [`KeyedRowsBuilder::take_refusal`].
-struct KeyedRowsBuilder<'b> {
+/// mapping, and the builder of a transform's rows (`guest_keyed.rs`). A
+/// row with a cell that does not fit its column is left out and the
+/// reason kept for [`KeyedRowsBuilder::take_refusal`].
+pub(super) struct KeyedRowsBuilder<'b> {
     batch: &'b MessageBatch,
+    /// The batch's index of message 0 of the rows built (metadata is read there).
+    first: usize,
     schema: &'b TableSchema,
     /// Per column, the metadata it is filled with (empty: none are).
     metadata: Vec<Option<MetadataColumn>>,
-    message: u32,
+    /// The message of the rows being built, counted from `first`.
+    pub(super) message: u32,
     kind: RowKind,
     column: usize,
     row: GenericRow<'static>,
     refusal: Option<String>,
-    rows: Vec<KeyedRow>,
+    /// Whether an upsert row left a column out since the last
+    /// [`KeyedRowsBuilder::take_partial`]: a partial update, which this
+    /// path does not write.
+    partial: bool,
+    pub(super) rows: Vec<KeyedRow>,
 }
 
 impl<'b> KeyedRowsBuilder<'b> {
-    fn new(batch: &'b MessageBatch, schema: &'b TableSchema, include_metadata: bool) -> Self {
+    /// Rows (about `rows` of them) for `schema`'s table of the messages of
+    /// `batch` from `first` on.
+    pub(super) fn new(
+        batch: &'b MessageBatch,
+        first: usize,
+        rows: usize,
+        schema: &'b TableSchema,
+        include_metadata: bool,
+    ) -> Self {
         Self {
             batch,
+            first,
             schema,
             metadata: MetadataColumn::columns_of(schema, include_metadata),
             message: 0,
@@ -75,12 +92,29 @@ impl<'b> KeyedRowsBuilder<'b> {
             column: 0,
             row: GenericRow::new(0),
             refusal: None,
-            rows: Vec::with_capacity(batch.len()),
+            partial: false,
+            rows: Vec::with_capacity(rows),
         }
     }
 
-    fn take_refusal(&mut self) -> Option<String> {
+    /// Why the last rows did not fit, if one did not.
+    pub(super) fn take_refusal(&mut self) -> Option<String> {
         self.refusal.take()
+    }
+
+    /// Whether an upsert row left a column out since the last call.
+    pub(super) fn take_partial(&mut self) -> bool {
+        std::mem::take(&mut self.partial)
+    }
+
+    /// Starts a row of `kind` that will have `cell_count` cells.
+    pub(super) fn start_row(&mut self, kind: RowKind, cell_count: u16) {
+        self.kind = kind;
+        self.column = 0;
+        self.row = GenericRow::new(self.schema.columns.len());
+        if let Err(reason) = check_shape(self.schema, kind, cell_count) {
+            self.refusal.get_or_insert(reason);
+        }
     }
 
     /// Puts `cell` in column `index` of the current row, once it fits.
@@ -88,8 +122,10 @@ impl<'b> KeyedRowsBuilder<'b> {
         let column = &self.schema.columns[index];
         check_cell(self.schema, self.kind, column, cell)?;
         if matches!(cell, Cell::Absent) && self.kind == RowKind::Upsert {
-            // The stage is chosen only without partial updates, whose rows
-            // are the only ones to leave a column out.
+            // Partial updates, the only rows to leave a column out, go the
+            // encoded way: the JSON mapping's stage is chosen only without
+            // them, and a transform's chunk with one is handed back.
+            self.partial = true;
             return Err(format!(
                 "column `{}` is absent; whole rows only on this path",
                 column.name
@@ -102,12 +138,9 @@ impl<'b> KeyedRowsBuilder<'b> {
 
 impl RowSink for KeyedRowsBuilder<'_> {
     fn begin_row(&mut self, kind: RowKind, _table: u16) {
-        self.kind = kind;
-        self.column = 0;
-        self.row = GenericRow::new(self.schema.columns.len());
-        if let Err(reason) = check_shape(self.schema, kind, self.schema.columns.len() as u16) {
-            self.refusal.get_or_insert(reason);
-        }
+        // The mapping's rows have a cell per column; too many or too few
+        // are counted as they come.
+        self.start_row(kind, self.schema.columns.len() as u16);
     }
 
     #[inline]
@@ -124,7 +157,7 @@ impl RowSink for KeyedRowsBuilder<'_> {
         }
         let put = match self.metadata.get(i).copied().flatten() {
             Some(metadata) => {
-                let (batch, message) = (self.batch, self.message as usize);
+                let (batch, message) = (self.batch, self.first + self.message as usize);
                 metadata.with_cell(batch, message, |c| self.put(i, c))
             }
             None => self.put(i, cell),
@@ -183,7 +216,7 @@ impl KeyedMapping {
     /// One row per JSON object; a payload that does not map, or whose row
     /// does not fit the table, is dead-lettered with the reason.
     pub fn map_batch(&self, batch: &MessageBatch) -> KeyedOutput {
-        let mut rows = KeyedRowsBuilder::new(batch, &self.schema, self.include_metadata);
+        let mut rows = KeyedRowsBuilder::new(batch, 0, batch.len(), &self.schema, self.include_metadata);
         let mut outcomes = Vec::with_capacity(batch.len());
         for (i, message) in batch.iter().enumerate() {
             rows.message = i as u32;

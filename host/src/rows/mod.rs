@@ -6,6 +6,7 @@ pub(crate) mod check;
 pub(crate) mod columns;
 pub(crate) mod decimal;
 pub(crate) mod guest_columns;
+pub(crate) mod guest_keyed;
 pub(crate) mod json;
 pub(crate) mod keyed;
 pub(crate) mod metadata;

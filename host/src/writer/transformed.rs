@@ -1,11 +1,13 @@
 //! A transform's rows written as they are made. Chunk after chunk (one
 //! transform call each, in message order), the rows for log tables whose
 //! Arrow batches land whole are checked, put in their tables' columns and
-//! sent while the next chunks are still being made: the lean path. At the
-//! first chunk with a row for any other table (a primary-key table, or one
-//! whose batches fluss-rs splits across buckets), what was sent is settled
-//! first; then that chunk and the ones after it go the encoded way, so that
-//! no bucket sees its rows out of order.
+//! sent while the next chunks are still being made: the lean path. Rows for
+//! an unpartitioned primary-key table are made into the upsert writer's
+//! rows chunk by chunk as they come, then sent: the keyed lean path. At the
+//! first chunk either path cannot take (a row for any other kind of table,
+//! or a partial update), what was sent is settled first; then that chunk
+//! and the ones after it go the encoded way, so that no bucket sees its
+//! rows out of order.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -60,28 +62,34 @@ impl FlussWriter {
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
         let default = self.table(default_table, deadline).await?;
-        let mut report = WriteReport::default();
-        let mut lean = LeanStream {
-            writer: self,
-            batch,
-            default_table,
-            stage,
-            deadline,
-            resolved: HashMap::new(),
-            tables: vec![Some(default.clone())],
-            output: TransformOutput::default(),
-            kinds: Vec::new(),
-            pending: 0..0,
-            held: None,
-        };
-        if default.takes_columns() {
+        // The lean paths take the chunks they can; then `start` messages
+        // are written, and `held` is the first chunk they could not take.
+        let (mut report, start, held) = if default.takes_columns() {
+            let mut lean = LeanStream {
+                writer: self,
+                batch,
+                default_table,
+                stage,
+                deadline,
+                resolved: HashMap::new(),
+                tables: vec![Some(default.clone())],
+                output: TransformOutput::default(),
+                kinds: Vec::new(),
+                pending: 0..0,
+                held: None,
+            };
             let lean_chunks = std::iter::from_fn(|| lean.next_chunk(&mut chunks));
-            report = self.write_column_chunks(batch, lean_chunks, deadline).await?;
-        }
-        // The rest, from the first chunk the lean path cannot take.
-        let start = lean.output.outcomes.len();
+            let report = self.write_column_chunks(batch, lean_chunks, deadline).await?;
+            (report, lean.output.outcomes.len(), lean.held.take())
+        } else if default.takes_keyed_rows() {
+            self.write_keyed_chunks(batch, &mut chunks, &default, stage, deadline)
+                .await?
+        } else {
+            (WriteReport::default(), 0, None)
+        };
+        // The rest, from the first chunk the lean paths cannot take.
         let mut rest = TransformOutput::default();
-        if let Some(held) = lean.held.take() {
+        if let Some(held) = held {
             rest.append(Arc::unwrap_or_clone(held));
         }
         tokio::task::block_in_place(|| chunks.for_each(|chunk| rest.append_copy(&chunk)));
