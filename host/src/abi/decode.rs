@@ -55,7 +55,36 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A varint of at most `bits` bits. Most fit 64 bits: read at once
+    /// (no per-byte checks); any other, and any error, is left to
+    /// [`Reader::varint_bytewise`], whose result it always equals.
+    #[inline]
     fn varint(&mut self, bits: u32) -> Result<u128, DecodeError> {
+        let rest = &self.bytes[self.pos..];
+        let mut value = 0u64;
+        for (i, &byte) in rest.iter().take(10).enumerate() {
+            if i == 9 && byte & 0x7e != 0 {
+                // Past 64 bits.
+                break;
+            }
+            value |= ((byte & 0x7f) as u64) << (7 * i);
+            if byte & 0x80 == 0 {
+                // The bytewise reader refuses a byte that starts at or past
+                // `bits`, and bits set past `bits`.
+                if (7 * i as u32) < bits && (bits >= 64 || value >> bits == 0) {
+                    self.pos += i + 1;
+                    return Ok(value as u128);
+                }
+                break;
+            }
+        }
+        self.varint_bytewise(bits)
+    }
+
+    /// [`Reader::varint`] a byte at a time: any width up to 128 bits, and
+    /// the errors.
+    #[cold]
+    fn varint_bytewise(&mut self, bits: u32) -> Result<u128, DecodeError> {
         let start = self.pos;
         let mut value: u128 = 0;
         let mut shift = 0u32;
@@ -281,6 +310,62 @@ mod tests {
                 value: b"v".to_vec()
             }]
         );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+        /// The whole-word varint reader gives what the bytewise one gives
+        /// (value, error and position), for any width and any encoding:
+        /// 0 to 11 continuation bytes (low bits weighted to none and all
+        /// set), then a last byte (weighted to one bit set: where a width
+        /// ends; it may continue into nothing).
+        #[test]
+        fn varints_read_at_once_equal_varints_read_bytewise(
+            continued in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::prelude::Just(0u8),
+                    proptest::prelude::Just(0x7f),
+                    proptest::prelude::any::<u8>(),
+                ],
+                0..12,
+            ),
+            last in proptest::prop_oneof![
+                proptest::prelude::Just(0u8),
+                proptest::prelude::Just(0x7f),
+                proptest::strategy::Strategy::prop_map(0..8u32, |bit| 1u8 << bit),
+                proptest::prelude::any::<u8>(),
+            ],
+            bits in proptest::prop_oneof![
+                proptest::prelude::Just(32u32),
+                proptest::prelude::Just(64u32),
+                proptest::prelude::Just(128u32),
+            ],
+        ) {
+            let mut bytes: Vec<u8> = continued.iter().map(|b| b | 0x80).collect();
+            bytes.push(last);
+            let (mut fast, mut slow) = (Reader::new("t", &bytes), Reader::new("t", &bytes));
+            proptest::prop_assert_eq!(fast.varint(bits), slow.varint_bytewise(bits));
+            proptest::prop_assert_eq!(fast.pos, slow.pos);
+        }
+    }
+
+    #[test]
+    fn varints_at_the_edges_of_their_widths() {
+        let read = |bytes: &[u8], bits| Reader::new("t", bytes).varint(bits);
+        let max64 = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        assert_eq!(read(&max64, 64), Ok(u64::MAX as u128));
+        assert!(read(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x03], 64).is_err());
+        assert_eq!(
+            read(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x03], 128),
+            Ok((u64::MAX as u128) | (1 << 64))
+        );
+        assert_eq!(read(&[0xff, 0xff, 0xff, 0xff, 0x0f], 32), Ok(u32::MAX as u128));
+        assert!(read(&[0xff, 0xff, 0xff, 0xff, 0x1f], 32).is_err());
+        assert!(
+            read(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x00], 32).is_err(),
+            "a sixth byte for a u32"
+        );
+        assert!(read(&[0x80, 0x80], 64).is_err(), "truncated");
     }
 
     #[test]
