@@ -23,8 +23,9 @@ use crate::schema::TableSchema;
 /// batch), in message order, with each row's message.
 #[derive(Debug, Clone, Default)]
 pub struct ColumnRows {
-    /// Each segment's first row and its batch.
-    segments: Vec<(usize, RecordBatch)>,
+    /// Each segment's first row, its batch, and the bytes of its rows'
+    /// arrays, on average.
+    segments: Vec<(usize, RecordBatch, usize)>,
     /// The message of each row, within the batch.
     messages: Vec<u32>,
 }
@@ -49,14 +50,25 @@ impl ColumnRows {
     pub fn segments(&self) -> impl Iterator<Item = Range<usize>> + '_ {
         self.segments
             .iter()
-            .map(|(start, batch)| *start..start + batch.num_rows())
+            .map(|(start, batch, _)| *start..start + batch.num_rows())
     }
 
     /// Bytes the Arrow arrays of each row of the segment `segment` (from
-    /// [`ColumnRows::segments`]) hold, on average.
+    /// [`ColumnRows::segments`]) hold, on average: the bytes the rows take,
+    /// not the room their builders had.
     pub fn row_bytes(&self, segment: &Range<usize>) -> usize {
-        let (_, batch) = self.segment_of(segment.start);
-        batch.get_array_memory_size() / batch.num_rows().max(1)
+        self.segment_of(segment.start).2
+    }
+
+    /// Bytes the Arrow arrays of the rows `rows` hold, about (each
+    /// segment's rows at its average).
+    pub fn bytes(&self, rows: Range<usize>) -> usize {
+        self.segments()
+            .map(|segment| {
+                let (start, end) = (segment.start.max(rows.start), segment.end.min(rows.end));
+                end.saturating_sub(start) * self.row_bytes(&segment)
+            })
+            .sum()
     }
 
     /// The rows `rows` as one record batch: a slice of one segment's batch
@@ -65,7 +77,7 @@ impl ColumnRows {
         let mut slices = Vec::new();
         let mut at = rows.start;
         while at < rows.end {
-            let (start, batch) = self.segment_of(at);
+            let (start, batch, _) = self.segment_of(at);
             let end = rows.end.min(start + batch.num_rows());
             slices.push(batch.slice(at - start, end - at));
             at = end;
@@ -76,15 +88,15 @@ impl ColumnRows {
                 let schema = self
                     .segments
                     .first()
-                    .map(|(_, b)| b.schema())
+                    .map(|(_, b, _)| b.schema())
                     .ok_or("there are no rows")?;
                 arrow::compute::concat_batches(&schema, &slices).map_err(|e| e.to_string())
             }
         }
     }
 
-    fn segment_of(&self, row: usize) -> &(usize, RecordBatch) {
-        let i = self.segments.partition_point(|(start, _)| *start <= row);
+    fn segment_of(&self, row: usize) -> &(usize, RecordBatch, usize) {
+        let i = self.segments.partition_point(|(start, _, _)| *start <= row);
         &self.segments[i.max(1) - 1]
     }
 
@@ -102,8 +114,8 @@ impl ColumnRows {
             other
                 .segments
                 .into_iter()
-                .filter(|(_, b)| b.num_rows() > 0)
-                .map(|(start, batch)| (start + base, batch)),
+                .filter(|(_, b, _)| b.num_rows() > 0)
+                .map(|(start, batch, bytes)| (start + base, batch, bytes)),
         );
         self.messages
             .extend(other.messages.into_iter().map(|m| m + message_offset));
@@ -172,15 +184,16 @@ pub(crate) struct ColumnsBuilder<'b> {
 
 impl<'b> ColumnsBuilder<'b> {
     /// A builder for rows of `schema` (`arrow_schema` its Arrow form) made
-    /// from `batch`'s messages, with room for one row per message; with
+    /// from `batch`'s messages, with room for `rows` rows; with
     /// `include_metadata`, metadata columns are filled from the message.
     pub(crate) fn new(
         batch: &'b MessageBatch,
+        rows: usize,
         schema: &'b TableSchema,
         arrow_schema: SchemaRef,
         include_metadata: bool,
     ) -> Result<Self, String> {
-        let n = batch.len();
+        let n = rows;
         // Room for 16 bytes a string: reserving a batch's payload bytes in
         // every string column instead was slower (10,000 messages of ~2 KB:
         // 22-27 ms a consume against 14-15 ms), the system allocator mapping
@@ -259,8 +272,18 @@ impl<'b> ColumnsBuilder<'b> {
             messages.retain(|_| keep.next().unwrap_or(false));
         }
         let batch = RecordBatch::try_new(self.arrow_schema, columns).map_err(|e| e.to_string())?;
+        let bytes: usize = batch
+            .columns()
+            .iter()
+            .map(|c| {
+                c.to_data()
+                    .get_slice_memory_size()
+                    .unwrap_or(c.get_array_memory_size())
+            })
+            .sum();
+        let row_bytes = bytes / batch.num_rows().max(1);
         Ok(ColumnRows {
-            segments: vec![(0, batch)],
+            segments: vec![(0, batch, row_bytes)],
             messages,
         })
     }
@@ -495,5 +518,33 @@ mod tests {
             .downcast_ref::<arrow::array::Int64Array>()
             .unwrap();
         assert_eq!(ids.values(), &[2, 3], "a slice of each segment, joined");
+    }
+
+    #[test]
+    fn the_bytes_of_rows_are_what_they_take_not_their_builders_room() {
+        let schema = table(&[("id", "BIGINT", false), ("name", "STRING", true)]);
+        let mapping = lean(&schema, false);
+        let short: Vec<String> = (0..100).map(|i| format!(r#"{{"id":{i},"name":"a"}}"#)).collect();
+        let long: Vec<String> = (0..100)
+            .map(|i| format!(r#"{{"id":{i},"name":"{}"}}"#, "b".repeat(1000)))
+            .collect();
+        let (short, long): (Vec<&str>, Vec<&str>) = (
+            short.iter().map(String::as_str).collect(),
+            long.iter().map(String::as_str).collect(),
+        );
+        let mut out = mapping.map_batch(&batch(&short));
+        out.append(mapping.map_batch(&batch(&long)));
+        let (short_row, long_row) = (out.rows.bytes(0..1), out.rows.bytes(100..101));
+        // An id (8 B), an offset (4 B) and the name's bytes, give or take
+        // the validity bits: not the 16 B a string the builders reserve.
+        assert!((12..=14).contains(&short_row), "{short_row}");
+        assert!((1012..=1014).contains(&long_row), "{long_row}");
+        assert_eq!(out.rows.bytes(0..200), 100 * (short_row + long_row));
+        assert_eq!(
+            out.rows.bytes(50..150),
+            50 * (short_row + long_row),
+            "a part of each segment"
+        );
+        assert_eq!(out.rows.bytes(7..7), 0);
     }
 }

@@ -43,11 +43,14 @@ pub(crate) fn guest_columns(
     include_metadata: bool,
 ) -> Result<ColumnOutput, String> {
     let base = messages.start;
+    // Room for a row per message in each table: the builders of a chunk,
+    // not of the whole batch.
+    let rows = messages.len();
     let mut builders = tables
         .iter()
         .map(|table| {
             table
-                .map(|t| ColumnsBuilder::new(batch, t.schema, t.arrow_schema.clone(), include_metadata))
+                .map(|t| ColumnsBuilder::new(batch, rows, t.schema, t.arrow_schema.clone(), include_metadata))
                 .transpose()
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -254,6 +254,7 @@ impl ColumnMapping {
     pub fn map_batch(&self, batch: &MessageBatch) -> ColumnOutput {
         let mut columns = match ColumnsBuilder::new(
             batch,
+            batch.len(),
             &self.schema,
             self.arrow_schema.clone(),
             self.include_metadata,
