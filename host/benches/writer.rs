@@ -22,6 +22,7 @@ use fluss::client::{AppendWriter, FlussConnection};
 use fluss::metadata::TablePath as FlussPath;
 use fluss_row_codec::RowKind;
 use futures::future::join_all;
+use iggy_connector_fluss_sink::AllMade;
 use iggy_connector_fluss_sink::Deadline;
 use iggy_connector_fluss_sink::MessageBatch;
 use iggy_connector_fluss_sink::{ColumnMapping, JsonMapping};
@@ -81,7 +82,7 @@ async fn through_sink(sink: &FlussWriter, rows: &SinkRows, batch: &MessageBatch,
     let report = match rows {
         SinkRows::Lean(mapping) => {
             let deadline = Deadline::after(sink.settings().delivery_timeout);
-            let chunks = mapping.map_chunks(batch, CHUNK);
+            let chunks = AllMade(mapping.map_chunks(batch, CHUNK));
             sink.write_columns_within(batch, chunks, path, deadline).await
         }
         SinkRows::Encoded(mapping) => {

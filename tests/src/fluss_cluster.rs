@@ -172,6 +172,20 @@ pub async fn read_log_at(
     poll_rows(&scanner, expected, timeout).await
 }
 
+/// The row count of each record batch of unpartitioned log table `path`,
+/// in log order (a bucket at a time), read as [`read_log`] reads.
+pub async fn read_log_batch_sizes(path: &TablePath, expected: usize, timeout: Duration) -> Vec<usize> {
+    let conn = connection().await;
+    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let table = conn.get_table(&fluss).await.unwrap();
+    let scanner = table.new_scan().create_record_batch_log_scanner().unwrap();
+    for bucket in 0..table.get_table_info().get_num_buckets() {
+        scanner.subscribe(bucket, EARLIEST_OFFSET).await.unwrap();
+    }
+    let batches = poll_batches(&scanner, expected, timeout).await;
+    batches.iter().map(|b| b.num_rows()).collect()
+}
+
 /// Creates log table `path` (and its database) with `columns` (name, type)
 /// over 3 buckets keyed by column `bucket_key`: fluss-rs splits an Arrow
 /// batch across such a table's buckets, so the sink appends there row by
@@ -355,29 +369,45 @@ async fn poll_rows(
     expected: usize,
     timeout: Duration,
 ) -> Vec<Vec<String>> {
-    // Past the expected count the table is read until it has been
-    // quiet for two polls, so that a duplicate arriving late is seen.
     let mut rows = Vec::new();
-    let started = Instant::now();
-    let mut quiet_polls = 0;
-    while started.elapsed() < timeout {
-        let before = rows.len();
-        for batch in scanner.poll(Duration::from_millis(500)).await.unwrap() {
-            let batch = batch.batch();
-            for r in 0..batch.num_rows() {
-                rows.push(
-                    batch
-                        .columns()
-                        .iter()
-                        .map(|c| array_value_to_string(c, r).unwrap())
-                        .collect::<Vec<_>>(),
-                );
-            }
-        }
-        quiet_polls = if rows.len() == before { quiet_polls + 1 } else { 0 };
-        if rows.len() >= expected && quiet_polls >= 2 {
-            break;
+    for batch in poll_batches(scanner, expected, timeout).await {
+        for r in 0..batch.num_rows() {
+            rows.push(
+                batch
+                    .columns()
+                    .iter()
+                    .map(|c| array_value_to_string(c, r).unwrap())
+                    .collect::<Vec<_>>(),
+            );
         }
     }
     rows
+}
+
+/// The record batches of the log as the scanner gives them (one per batch
+/// the writer appended), read until `expected` rows are in and then until
+/// two polls are quiet.
+async fn poll_batches(
+    scanner: &fluss::client::RecordBatchLogScanner,
+    expected: usize,
+    timeout: Duration,
+) -> Vec<arrow::record_batch::RecordBatch> {
+    // Past the expected count the table is read until it has been
+    // quiet for two polls, so that a duplicate arriving late is seen.
+    let mut batches = Vec::new();
+    let mut rows = 0;
+    let started = Instant::now();
+    let mut quiet_polls = 0;
+    while started.elapsed() < timeout {
+        let before = rows;
+        for batch in scanner.poll(Duration::from_millis(500)).await.unwrap() {
+            rows += batch.batch().num_rows();
+            batches.push(batch.batch().clone());
+        }
+        quiet_polls = if rows == before { quiet_polls + 1 } else { 0 };
+        if rows >= expected && quiet_polls >= 2 {
+            break;
+        }
+    }
+    batches
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use fluss::metadata::TablePath as FlussPath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
+use iggy_connector_fluss_sink::AllMade;
 use iggy_connector_fluss_sink::DeadLetterKind;
 use iggy_connector_fluss_sink::JsonMapping;
 use integration_tests::fluss_cluster::{connection, read_log, settings, unique_table, writer};
@@ -443,7 +444,7 @@ async fn the_lean_path_sends_chunk_after_chunk_and_keeps_their_order() {
         false,
     );
     let report = w
-        .write_columns_within(&batch, lean.map_chunks(&batch, 30), &path, deadline)
+        .write_columns_within(&batch, AllMade(lean.map_chunks(&batch, 30)), &path, deadline)
         .await
         .unwrap();
     assert_eq!(
@@ -457,6 +458,90 @@ async fn the_lean_path_sends_chunk_after_chunk_and_keeps_their_order() {
         .collect();
     let expected: Vec<String> = (0..250).filter(|&i| i != 77).map(|i| i.to_string()).collect();
     assert_eq!(ids, expected, "every row once, in message order across 9 chunks");
+}
+
+/// Chunks that say whether the next one is made yet, as the pipeline's do.
+struct Paced<I> {
+    chunks: I,
+    next_is_made: bool,
+}
+
+impl<I: Iterator> Iterator for Paced<I> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        self.chunks.next()
+    }
+}
+
+impl<I: Iterator> iggy_connector_fluss_sink::MadeChunks for Paced<I> {
+    fn next_is_made(&self) -> bool {
+        self.next_is_made
+    }
+}
+
+/// fluss-rs compresses each appended batch on its own, at a cost per batch,
+/// so the lean path holds small made rows back for the next chunk, but only
+/// while that chunk is made already: a quarter MB of rows is sent at once,
+/// the rest at the end, and rows are sent as they come when the writer
+/// would otherwise wait for the next chunk (a slow chunk never keeps the
+/// rows before it from Fluss). Read back batch by batch, every row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_rows_are_sent_together_but_never_held_while_the_next_chunk_is_made() {
+    use iggy_connector_fluss_sink::ColumnMapping;
+    use iggy_connector_fluss_sink::Deadline;
+    use integration_tests::fluss_cluster::read_log_batch_sizes;
+
+    let w = writer(settings()).await;
+    for (name_len, next_is_made, what) in [
+        (8, true, "small rows, each next chunk made"),
+        (8, false, "small rows, each next chunk in the making"),
+        (2000, true, "2 KB rows, each next chunk made"),
+    ] {
+        let path = unique_table("sends");
+        let schema = w
+            .ensure_table(&table(
+                &path.to_string(),
+                &[("id", "BIGINT", false), ("name", "STRING", true)],
+                &[],
+            ))
+            .await
+            .unwrap();
+        let payloads: Vec<String> = (0..1000)
+            .map(|i| format!(r#"{{"id":{i},"name":"{i:0name_len$}"}}"#))
+            .collect();
+        let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
+        let batch = text_batch(&payloads);
+        let deadline = Deadline::after(Duration::from_secs(60));
+        let arrow_schema = w.whole_batch_schema(&path, deadline).await.unwrap().unwrap();
+        let lean = ColumnMapping::new(
+            JsonMapping::new(&schema, RowKind::Append),
+            schema.clone(),
+            arrow_schema,
+            false,
+        );
+        let chunks = Paced {
+            chunks: lean.map_chunks(&batch, 50).collect::<Vec<_>>().into_iter(),
+            next_is_made,
+        };
+        let report = w
+            .write_columns_within(&batch, chunks, &path, deadline)
+            .await
+            .unwrap();
+        assert_eq!(report.written, 1000, "{what}");
+        let sizes = read_log_batch_sizes(&path, 1000, Duration::from_secs(20)).await;
+        let case = format!("{what}: {sizes:?}");
+        assert_eq!(sizes.iter().sum::<usize>(), 1000, "every row once, {case}");
+        match (name_len, next_is_made) {
+            (8, true) => assert_eq!(sizes, [1000], "{case}"),
+            (8, false) => assert_eq!(sizes, [50; 20], "{case}"),
+            _ => {
+                assert!(sizes.len() > 1, "sent while the rest were made: {case}");
+                let but_last = &sizes[..sizes.len() - 1];
+                assert!(but_last.iter().all(|&n| n > 50), "chunks sent together: {case}");
+            }
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,7 @@ use super::stage::RowStage;
 use crate::batch::{MessageBatch, PayloadSchema};
 use crate::rows::MessageOutcome;
 use crate::rows::columns::ColumnOutput;
+use crate::writer::MadeChunks;
 
 /// The chunks of one batch, made ahead, in order.
 pub(super) struct ColumnChunks {
@@ -95,5 +96,89 @@ impl Iterator for ColumnChunks {
             outcomes: vec![MessageOutcome::DeadLetter(format!("internal error: making rows: {e}")); len],
             ..ColumnOutput::default()
         }))
+    }
+}
+
+impl MadeChunks for ColumnChunks {
+    fn next_is_made(&self) -> bool {
+        match self.running.front() {
+            Some((_, task)) => task.is_finished(),
+            // One chunk made at once, or the end; else none started yet.
+            None => self.batch.len() <= self.size || self.next >= self.batch.len(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use fluss_row_codec::RowKind;
+
+    use super::*;
+    use crate::batch::Source;
+    use crate::rows::json::{ColumnMapping, JsonMapping};
+    use crate::schema::{Column, DataType, TablePath, TableSchema};
+    use crate::writer::arrow_schema_of;
+
+    fn lean_stage() -> Arc<RowStage> {
+        let schema = TableSchema {
+            path: TablePath::new("db", "t"),
+            columns: vec![Column::new("v", DataType::Int, true)],
+            primary_key: vec![],
+            partition_keys: vec![],
+        };
+        let arrow_schema = arrow_schema_of(&schema).unwrap();
+        let mapping = JsonMapping::new(&schema, RowKind::Append);
+        Arc::new(RowStage::JsonColumns(ColumnMapping::new(
+            mapping,
+            schema,
+            arrow_schema,
+            false,
+        )))
+    }
+
+    fn batch(count: usize) -> Arc<MessageBatch> {
+        let mut batch = MessageBatch::new(Source::default());
+        for i in 0..count {
+            let payload = format!(r#"{{"v":{i}}}"#);
+            batch
+                .push(i as u64, i as u128, 0, payload.as_bytes(), [])
+                .unwrap();
+        }
+        Arc::new(batch)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_chunk_is_made_once_its_task_has_ended_and_the_end_at_once() {
+        let mut chunks = ColumnChunks::new(lean_stage(), batch(7), PayloadSchema::Json, 2);
+        assert!(
+            !chunks.next_is_made(),
+            "no chunk started before the first is asked for"
+        );
+        tokio::task::block_in_place(|| {
+            let mut sizes = vec![chunks.next().unwrap().outcomes.len()];
+            loop {
+                let started = Instant::now();
+                while !chunks.next_is_made() {
+                    assert!(started.elapsed() < Duration::from_secs(10), "never made");
+                    std::thread::yield_now();
+                }
+                match chunks.next() {
+                    Some(chunk) => sizes.push(chunk.outcomes.len()),
+                    None => break,
+                }
+            }
+            assert_eq!(sizes, [2, 2, 2, 1], "every chunk, in order");
+        });
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_of_one_chunk_is_made_at_once() {
+        let mut chunks = ColumnChunks::new(lean_stage(), batch(2), PayloadSchema::Json, 2);
+        assert!(chunks.next_is_made());
+        assert_eq!(chunks.next().map(|c| c.outcomes.len()), Some(2));
+        assert!(chunks.next_is_made());
+        assert!(chunks.next().is_none());
     }
 }

@@ -18,6 +18,7 @@ use super::stage::RowStage;
 use crate::batch::{MessageBatch, PayloadSchema};
 use crate::metrics::InstanceMetrics;
 use crate::rows::TransformOutput;
+use crate::writer::MadeChunks;
 
 /// One chunk's rows once made, or why they could not be.
 type ChunkRows = Result<Arc<TransformOutput>, Arc<PipelineError>>;
@@ -92,23 +93,13 @@ impl RowsInMaking {
     /// then (call it where blocking is allowed, such as the writer's
     /// `block_in_place`). Ends at the first chunk that could not be made,
     /// leaving why in `failure`.
-    pub(super) fn blocking<'a>(
-        &'a self,
-        failure: &'a mut Option<Arc<PipelineError>>,
-    ) -> impl Iterator<Item = Arc<TransformOutput>> + 'a {
-        let handle = tokio::runtime::Handle::current();
-        self.chunks.iter().map_while(move |chunk| {
-            if failure.is_some() {
-                return None;
-            }
-            match handle.block_on(chunk.clone()) {
-                Ok(rows) => Some(rows),
-                Err(e) => {
-                    *failure = Some(e);
-                    None
-                }
-            }
-        })
+    pub(super) fn blocking<'a>(&'a self, failure: &'a mut Option<Arc<PipelineError>>) -> Blocking<'a> {
+        Blocking {
+            chunks: &self.chunks,
+            next: 0,
+            failure,
+            handle: tokio::runtime::Handle::current(),
+        }
     }
 
     /// Whether every chunk has been tried and one could not be made.
@@ -123,6 +114,44 @@ impl RowsInMaking {
             output.append_copy(&*chunk.clone().await?);
         }
         Ok(output)
+    }
+}
+
+/// A batch's chunks of rows taken in order as each is made (see
+/// [`RowsInMaking::blocking`]).
+pub(super) struct Blocking<'a> {
+    chunks: &'a [Shared<BoxFuture<'static, ChunkRows>>],
+    /// The next chunk to take.
+    next: usize,
+    failure: &'a mut Option<Arc<PipelineError>>,
+    handle: tokio::runtime::Handle,
+}
+
+impl Iterator for Blocking<'_> {
+    type Item = Arc<TransformOutput>;
+
+    fn next(&mut self) -> Option<Arc<TransformOutput>> {
+        if self.failure.is_some() {
+            return None;
+        }
+        let chunk = self.chunks.get(self.next)?.clone();
+        self.next += 1;
+        match self.handle.block_on(chunk) {
+            Ok(rows) => Some(rows),
+            Err(e) => {
+                *self.failure = Some(e);
+                None
+            }
+        }
+    }
+}
+
+impl MadeChunks for Blocking<'_> {
+    fn next_is_made(&self) -> bool {
+        match self.chunks.get(self.next) {
+            Some(chunk) => self.failure.is_some() || chunk.clone().now_or_never().is_some(),
+            None => true,
+        }
     }
 }
 
@@ -222,5 +251,44 @@ mod tests {
             "every message in its place, the broken one a dead letter"
         );
         assert!(!making.failed());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_next_chunk_is_made_once_its_task_has_ended_and_at_the_end() {
+        let batch = batch(6, &[]);
+        let metrics = Arc::new(InstanceMetrics::new(9_002));
+        let making = RowsInMaking::start(stage(), &batch, PayloadSchema::Json, 3, metrics);
+        let mut failure = None;
+        tokio::task::block_in_place(|| {
+            let mut chunks = making.blocking(&mut failure);
+            let started = Instant::now();
+            while !chunks.next_is_made() {
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(10),
+                    "never made"
+                );
+                std::thread::yield_now();
+            }
+            assert_eq!(chunks.next().map(|c| c.outcomes.len()), Some(3));
+            assert_eq!(chunks.next().map(|c| c.outcomes.len()), Some(3));
+            assert!(chunks.next_is_made(), "the end is there at once");
+            assert!(chunks.next().is_none());
+        });
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_chunk_still_in_the_making_is_not_made() {
+        let batch = batch(3, &[]);
+        let (sender, receiver) = oneshot::channel::<ChunkRows>();
+        let rows = receiver.map(|r| r.unwrap_or_else(|_| Err(Arc::new(gone()))));
+        let making = RowsInMaking {
+            chunks: vec![rows.boxed().shared()],
+        };
+        let mut failure = None;
+        let chunks = making.blocking(&mut failure);
+        assert!(!chunks.next_is_made(), "nothing sent yet");
+        let made = Arc::new(stage().rows(PayloadSchema::Json, &batch).unwrap());
+        sender.send(Ok(made)).unwrap();
+        assert!(chunks.next_is_made(), "sent");
     }
 }

@@ -22,7 +22,7 @@ use crate::schema::{TablePath, TableSchema};
 
 /// Roughly how many bytes one Arrow append carries when a write is cut
 /// into parts sent back to back.
-const APPEND_BYTES: usize = 1 << 20;
+pub(super) const APPEND_BYTES: usize = 1 << 20;
 
 /// Rows to append, in message order, that Arrow batches are made of.
 pub(super) trait AppendRows {

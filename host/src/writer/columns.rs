@@ -1,10 +1,12 @@
 //! The lean path's writes: Arrow columns made chunk by chunk (by the JSON
 //! mapping or from a transform's rows) appended to a log table whose
-//! batches land whole, each chunk sent as soon as it is made. On a
-//! partitioned table each chunk is cut by partition first (fluss-rs takes an
-//! Arrow batch's partition from its first row), the partitions its rows need
-//! are made sure of, and each partition's rows go as a batch of their own, in
-//! message order.
+//! batches land whole. Made rows are sent once they hold [`SEND_AT_LEAST`]
+//! bytes, or at once when the next chunk is not made yet (rows are never
+//! held while the writer waits: see [`super::made`]), and the last ones at
+//! the end. On a partitioned table each chunk is cut by partition first
+//! (fluss-rs takes an Arrow batch's partition from its first row), the
+//! partitions its rows need are made sure of, and each partition's rows go
+//! as a batch of their own, in message order.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -14,7 +16,8 @@ use fluss::client::AppendWriter;
 
 use arrow::record_batch::RecordBatch;
 
-use super::append::{AppendRows, Sent, append_parts};
+use super::append::{APPEND_BYTES, AppendRows, Sent, append_parts};
+use super::made::{MadeChunks, MapMade};
 use super::partitions::Partitioning;
 use super::tables::{Sink, Table};
 use super::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};
@@ -24,7 +27,16 @@ use crate::rows::MessageOutcome;
 use crate::rows::columns::{ColumnOutput, ColumnRows};
 use crate::schema::TablePath;
 
-/// One partition's rows of one chunk, taken out of the chunk's columns.
+/// The fewest bytes of made rows a lane sends at once (but the last ones).
+/// fluss-rs compresses each appended Arrow batch on its own (the tables'
+/// default is ZSTD), each buffer of each batch with its own tables, so
+/// small batches cost more: ten 500-row chunks of ~110 B messages cost
+/// ~1.6× one batch of their rows to compress. A quarter of the largest
+/// part still leaves several sends in flight while a large consume's later
+/// chunks are made.
+const SEND_AT_LEAST: usize = APPEND_BYTES / 4;
+
+/// One partition's rows of some chunks, taken out of their columns.
 struct PartitionRows {
     messages: Vec<u32>,
     record: RecordBatch,
@@ -50,8 +62,10 @@ struct Lane {
     table: Arc<Table>,
     /// Unpartitioned: the parts sent of all the rows.
     sent: Sent,
-    /// Partitioned: each partition's rows of each chunk, and their parts sent.
+    /// Partitioned: each partition's rows of each send, and their parts sent.
     by_partition: Vec<(PartitionRows, Sent)>,
+    /// The first of the table's rows not sent yet.
+    unsent: usize,
 }
 
 impl Lane {
@@ -67,6 +81,7 @@ impl Lane {
             table,
             sent: Sent::default(),
             by_partition: Vec::new(),
+            unsent: 0,
         })
     }
 }
@@ -156,27 +171,30 @@ impl FlussWriter {
 
     /// Writes the lean path's rows of `batch` to `path` (a table for which
     /// [`FlussWriter::whole_batch_schema`] is some): `chunks` makes them,
-    /// chunk after chunk in message order, and each chunk's rows are sent as
-    /// soon as they are made, so that the client sends chunk i while chunk
-    /// i+1 is made; then every acknowledgement is awaited together and what
+    /// chunk after chunk in message order, and rows are sent as they are
+    /// made (small ones together while the next are made already), so that
+    /// the client sends chunk i while chunk i+1 is made; then every acknowledgement is awaited together and what
     /// cannot be written is dead-lettered (earlier dead letters are the
     /// mapping's), all before `deadline`. An error means some messages may
     /// not be in Fluss.
     pub async fn write_columns_within(
         &self,
         batch: &MessageBatch,
-        chunks: impl Iterator<Item = ColumnOutput>,
+        chunks: impl MadeChunks<Item = ColumnOutput>,
         path: &TablePath,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
         let table = self.table(path, deadline).await?;
-        let chunks = chunks.map(|columns| {
-            Ok(LeanChunk {
-                kinds: vec![DeadLetterKind::Mapping; columns.outcomes.len()],
-                tables: vec![Some(table.clone())],
-                columns,
-            })
-        });
+        let chunks = MapMade {
+            chunks,
+            f: |columns: ColumnOutput| {
+                Ok(LeanChunk {
+                    kinds: vec![DeadLetterKind::Mapping; columns.outcomes.len()],
+                    tables: vec![Some(table.clone())],
+                    columns,
+                })
+            },
+        };
         self.guard_staleness(path, deadline, self.write_column_chunks(batch, chunks, deadline))
             .await
     }
@@ -188,7 +206,7 @@ impl FlussWriter {
     pub(super) async fn write_column_chunks(
         &self,
         batch: &MessageBatch,
-        chunks: impl Iterator<Item = Result<LeanChunk, WriteError>>,
+        mut chunks: impl MadeChunks<Item = Result<LeanChunk, WriteError>>,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
         let mut output = ColumnOutput::default();
@@ -198,26 +216,20 @@ impl FlussWriter {
         let written = async {
             let mut lanes: Vec<Option<Lane>> = Vec::new();
             tokio::task::block_in_place(|| {
-                for chunk in chunks {
+                while let Some(chunk) = chunks.next() {
                     let chunk = chunk?;
                     for table in &chunk.tables[lanes.len().min(chunk.tables.len())..] {
                         lanes.push(table.clone().map(Lane::of).transpose()?);
                     }
                     tables = chunk.tables;
-                    let firsts: Vec<usize> = (0..lanes.len())
-                        .map(|i| output.table_rows(i as u16).map_or(0, ColumnRows::len))
-                        .collect();
                     output.append(chunk.columns);
                     kinds.extend(chunk.kinds);
-                    for (i, lane) in lanes.iter_mut().enumerate() {
-                        let (Some(lane), Some(rows)) = (lane, output.table_rows(i as u16)) else {
-                            continue;
-                        };
-                        let made = firsts[i]..rows.len();
-                        self.send_lane(lane, rows, made, &mut unplaced, deadline)?;
-                    }
+                    // Rows are held for the next chunk only when it is made.
+                    let least = if chunks.next_is_made() { SEND_AT_LEAST } else { 0 };
+                    self.send_lanes(&mut lanes, &output, least, &mut unplaced, deadline)?;
                 }
-                Ok::<_, WriteError>(())
+                // The last rows, however few.
+                self.send_lanes(&mut lanes, &output, 0, &mut unplaced, deadline)
             })?;
             let mut failures = Vec::new();
             for (i, lane) in lanes.into_iter().enumerate() {
@@ -262,9 +274,33 @@ impl FlussWriter {
         self.finish_lean_write(batch, lean, written, deadline).await
     }
 
-    /// Sends the rows `made` (one chunk's) of `rows`, a lane's: as they are
-    /// on an unpartitioned table, cut by partition on a partitioned one
-    /// (messages that cannot be placed are added to `unplaced`).
+    /// Sends each lane's rows of `output` not sent yet, when they hold at
+    /// least `bytes` bytes.
+    fn send_lanes(
+        &self,
+        lanes: &mut [Option<Lane>],
+        output: &ColumnOutput,
+        bytes: usize,
+        unplaced: &mut Vec<(u32, String)>,
+        deadline: Deadline,
+    ) -> Result<(), WriteError> {
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            let (Some(lane), Some(rows)) = (lane, output.table_rows(i as u16)) else {
+                continue;
+            };
+            let made = lane.unsent..rows.len();
+            if made.is_empty() || rows.bytes(made.clone()) < bytes {
+                continue;
+            }
+            lane.unsent = made.end;
+            self.send_lane(lane, rows, made, unplaced, deadline)?;
+        }
+        Ok(())
+    }
+
+    /// Sends the rows `made` of `rows`, a lane's: as they are on an
+    /// unpartitioned table, cut by partition on a partitioned one (messages
+    /// that cannot be placed are added to `unplaced`).
     fn send_lane(
         &self,
         lane: &mut Lane,
@@ -304,6 +340,7 @@ impl FlussWriter {
             table,
             sent,
             by_partition,
+            ..
         } = lane;
         let (path, writer) = (&table.schema.path, log_writer(&table));
         let what = format!("{} rows for {path}", rows.len());
@@ -318,7 +355,7 @@ impl FlussWriter {
         Ok(())
     }
 
-    /// The rows `made` of `rows` (one chunk's) cut by partition, once the
+    /// The rows `made` of `rows` cut by partition, once the
     /// partitions they need exist. Messages whose rows cannot be placed are
     /// added to `unplaced`, and none of their rows are returned.
     async fn split_by_partition(

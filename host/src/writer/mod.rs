@@ -11,6 +11,7 @@
 //! - [`partitions`]: partitioned tables (rows grouped by partition, partitions created);
 //! - [`partial`]: partial updates on primary-key tables;
 //! - [`routing`]: which tables rows may be routed to;
+//! - [`made`]: chunks of rows as the writer takes them, made or not yet;
 //! - [`nodelay`]: `TCP_NODELAY` on the client's connections (a workaround).
 
 mod append;
@@ -19,6 +20,7 @@ mod columns;
 mod dead_letter;
 mod delivery;
 mod keyed;
+mod made;
 pub(crate) mod nodelay;
 mod partial;
 mod partition_values;
@@ -44,6 +46,7 @@ use crate::schema::{TablePath, TableSchema};
 use tables::Table;
 
 pub(crate) use dead_letter::{check_dead_letter_table, dead_letter_schema};
+pub use made::{AllMade, MadeChunks};
 pub use settings::WriterSettings;
 #[cfg(any(test, feature = "test-support"))]
 pub(crate) use tables::arrow_schema_of;

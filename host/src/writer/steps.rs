@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::made::AllMade;
 use super::tables::Table;
 use super::{FlussWriter, GroupKey, PendingRow, WriteError, WriteReport, report_of, routing};
 use crate::batch::MessageBatch;
@@ -30,7 +31,7 @@ impl FlussWriter {
         stage: DeadLetterKind,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        let chunks = std::iter::once(Arc::new(output));
+        let chunks = AllMade(std::iter::once(Arc::new(output)));
         self.write_transformed_within(batch, chunks, default_table, stage, deadline)
             .await
     }

@@ -14,6 +14,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::columns::LeanChunk;
+use super::made::MadeChunks;
 use super::tables::Table;
 use super::{FlussWriter, WriteError, WriteReport, routing};
 use crate::batch::MessageBatch;
@@ -40,7 +41,7 @@ impl FlussWriter {
     pub async fn write_transformed_within(
         &self,
         batch: &MessageBatch,
-        chunks: impl Iterator<Item = Arc<TransformOutput>>,
+        chunks: impl MadeChunks<Item = Arc<TransformOutput>>,
         default_table: &TablePath,
         stage: DeadLetterKind,
         deadline: Deadline,
@@ -56,7 +57,7 @@ impl FlussWriter {
     async fn write_transformed(
         &self,
         batch: &MessageBatch,
-        mut chunks: impl Iterator<Item = Arc<TransformOutput>>,
+        mut chunks: impl MadeChunks<Item = Arc<TransformOutput>>,
         default_table: &TablePath,
         stage: DeadLetterKind,
         deadline: Deadline,
@@ -78,7 +79,10 @@ impl FlussWriter {
                 pending: 0..0,
                 held: None,
             };
-            let lean_chunks = std::iter::from_fn(|| lean.next_chunk(&mut chunks));
+            let lean_chunks = LeanChunks {
+                lean: &mut lean,
+                chunks: &mut chunks,
+            };
             let report = self.write_column_chunks(batch, lean_chunks, deadline).await?;
             (report, lean.output.outcomes.len(), lean.held.take())
         } else if default.takes_keyed_rows() {
@@ -133,6 +137,29 @@ struct LeanStream<'w> {
     pending: Range<usize>,
     /// The first chunk with rows for a table the lean path cannot write.
     held: Option<Arc<TransformOutput>>,
+}
+
+/// The lean path's chunks of columns, made of the chunks of rows a
+/// transform makes.
+struct LeanChunks<'s, 'w, C> {
+    lean: &'s mut LeanStream<'w>,
+    chunks: &'s mut C,
+}
+
+impl<C: MadeChunks<Item = Arc<TransformOutput>>> Iterator for LeanChunks<'_, '_, C> {
+    type Item = Result<LeanChunk, WriteError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.lean.next_chunk(self.chunks)
+    }
+}
+
+impl<C: MadeChunks<Item = Arc<TransformOutput>>> MadeChunks for LeanChunks<'_, '_, C> {
+    /// Made when the lean stream has rows taken but not yet in columns (or
+    /// holds a chunk back: the end), or the transform's next chunk is made.
+    fn next_is_made(&self) -> bool {
+        self.lean.held.is_some() || !self.lean.pending.is_empty() || self.chunks.next_is_made()
+    }
 }
 
 impl LeanStream<'_> {
