@@ -249,8 +249,30 @@ fn hung_during_open(suite: &mut Suite) {
         );
     };
     suite.record("until an open succeeded after the thaw", started.elapsed());
-    assert_eq!(suite.consume(id, &messages(0, 10)).0, 0);
-    assert_accounting("after a hung open", &suite.ids_in(&path, 10), &[(0..10, Once)]);
+    // The table is made by that open, its bucket's leader chosen by a
+    // cluster just thawed: as with the opens, a first consume may fail
+    // within its deadline (seen once in ~10 runs). Each attempt sends ten
+    // new ids; one must succeed within 30 s, its rows once, the failed
+    // attempts' at most once.
+    let (consuming, mut expected) = (Instant::now(), Vec::new());
+    for attempt in 0.. {
+        let ids = attempt * 10..attempt * 10 + 10;
+        let (code, took) = suite.consume(id, &messages(ids.start, 10));
+        assert_prompt("a consume after the thaw", took, DEADLINE);
+        let range = ids.start as i64..ids.end as i64;
+        if code == 0 {
+            expected.push((range, Once));
+            break;
+        }
+        expected.push((range, AtMostOnce));
+        assert!(
+            consuming.elapsed() < Duration::from_secs(30),
+            "no consume succeeded within 30 s of the open: {:?}",
+            logged(&format!("instance={id}"))
+        );
+    }
+    let ids = suite.ids_in(&path, 10);
+    assert_accounting("after a hung open", &ids, &expected);
     assert_eq!(suite.plugin.close(id), 0);
 }
 
