@@ -127,11 +127,94 @@ pub struct MessageBatch {
     pub(crate) offsets: Vec<u64>,
     pub(crate) ids: Vec<(u64, u64)>,
     pub(crate) timestamps: Vec<u64>,
-    pub(crate) payloads: Vec<u8>,
+    pub(crate) payloads: Shared<u8>,
     pub(crate) payload_ends: Vec<u32>,
-    pub(crate) headers: Vec<Header>,
+    pub(crate) headers: Shared<Header>,
     pub(crate) header_ends: Vec<u32>,
 }
+
+/// A run of items in a buffer that a batch and the batches sliced from it
+/// share: slicing a batch into chunks copies none of its payloads or
+/// headers, only their ends.
+#[derive(Clone)]
+pub(crate) struct Shared<T> {
+    items: std::sync::Arc<Vec<T>>,
+    range: Range<usize>,
+}
+
+impl<T> Shared<T> {
+    fn with_capacity(capacity: usize) -> Self {
+        Self {
+            items: std::sync::Arc::new(Vec::with_capacity(capacity)),
+            range: 0..0,
+        }
+    }
+
+    /// Items `range` of these, sharing the buffer.
+    fn slice(&self, range: Range<usize>) -> Self {
+        Self {
+            items: self.items.clone(),
+            range: self.range.start + range.start..self.range.start + range.end,
+        }
+    }
+}
+
+impl<T: Clone> Shared<T> {
+    /// The buffer, to append to: these items' own (copied first when it
+    /// is shared or holds more than them).
+    fn own(&mut self) -> &mut Vec<T> {
+        let whole = self.range == (0..self.items.len());
+        if !whole || std::sync::Arc::get_mut(&mut self.items).is_none() {
+            self.items = std::sync::Arc::new(self[..].to_vec());
+        }
+        std::sync::Arc::get_mut(&mut self.items).expect("owned just now")
+    }
+
+    /// Appends `more`.
+    fn extend_from_slice(&mut self, more: &[T]) {
+        let items = self.own();
+        items.extend_from_slice(more);
+        self.range = 0..items.len();
+    }
+
+    /// Appends `more`, leaving the buffer as it is when there are none.
+    fn extend(&mut self, more: impl IntoIterator<Item = T>) {
+        let mut more = more.into_iter().peekable();
+        if more.peek().is_some() {
+            let items = self.own();
+            items.extend(more);
+            self.range = 0..items.len();
+        }
+    }
+}
+
+impl<T> Default for Shared<T> {
+    fn default() -> Self {
+        Self::with_capacity(0)
+    }
+}
+
+impl<T> std::ops::Deref for Shared<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        &self.items[self.range.clone()]
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Shared<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self[..].fmt(f)
+    }
+}
+
+impl<T: PartialEq> PartialEq for Shared<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self[..] == other[..]
+    }
+}
+
+impl<T: Eq> Eq for Shared<T> {}
 
 /// A batch too large for the 32-bit offsets of the WIT layout.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -154,9 +237,9 @@ impl MessageBatch {
             offsets: Vec::with_capacity(messages),
             ids: Vec::with_capacity(messages),
             timestamps: Vec::with_capacity(messages),
-            payloads: Vec::with_capacity(payload_bytes),
+            payloads: Shared::with_capacity(payload_bytes),
             payload_ends: Vec::with_capacity(messages),
-            headers: Vec::new(),
+            headers: Shared::default(),
             header_ends: Vec::with_capacity(messages),
         }
     }
@@ -222,13 +305,13 @@ impl MessageBatch {
         }
     }
 
-    /// Every message in order.
     /// Every message, in order.
     pub fn iter(&self) -> impl Iterator<Item = MessageRef<'_>> {
         (0..self.len()).map(|i| self.get(i))
     }
 
-    /// A copy of messages `range`, with offsets into its own buffers.
+    /// Messages `range`: their payloads and headers shared with this
+    /// batch, the rest copied.
     pub fn slice(&self, range: Range<usize>) -> MessageBatch {
         let before = |ends: &[u32], i: usize| if i == 0 { 0 } else { ends[i - 1] };
         let payload_base = before(&self.payload_ends, range.start);
@@ -240,12 +323,12 @@ impl MessageBatch {
             offsets: self.offsets[range.clone()].to_vec(),
             ids: self.ids[range.clone()].to_vec(),
             timestamps: self.timestamps[range.clone()].to_vec(),
-            payloads: self.payloads[payload_base as usize..payload_end as usize].to_vec(),
+            payloads: self.payloads.slice(payload_base as usize..payload_end as usize),
             payload_ends: self.payload_ends[range.clone()]
                 .iter()
                 .map(|e| e - payload_base)
                 .collect(),
-            headers: self.headers[header_base as usize..header_end as usize].to_vec(),
+            headers: self.headers.slice(header_base as usize..header_end as usize),
             header_ends: self.header_ends[range].iter().map(|e| e - header_base).collect(),
         }
     }
@@ -308,6 +391,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_slice_shares_payloads_and_headers_and_either_side_grows_alone() {
+        let mut b = batch();
+        let mut s = b.slice(1..4);
+        assert!(
+            std::ptr::eq(s.get(0).payload.as_ptr(), b.get(1).payload.as_ptr()),
+            "the slice's payloads are the batch's bytes, not a copy"
+        );
+        assert!(std::ptr::eq(&s.get(0).headers[0], &b.get(1).headers[0]));
+        b.push(5, 5, 105, b"p5", []).unwrap();
+        s.push(
+            9,
+            9,
+            109,
+            b"p9",
+            [Header {
+                key: "k9".into(),
+                kind: HeaderKind::String,
+                value: b"w".to_vec(),
+            }],
+        )
+        .unwrap();
+        let payloads = |b: &MessageBatch| b.iter().map(|m| m.payload.to_vec()).collect::<Vec<_>>();
+        assert_eq!(payloads(&b), [&b"p0"[..], b"p1", b"p2", b"p3", b"p4", b"p5"]);
+        assert_eq!(payloads(&s), [&b"p1"[..], b"p2", b"p3", b"p9"]);
+        let keys = |b: &MessageBatch| {
+            b.iter()
+                .flat_map(|m| m.headers.iter().map(|h| h.key.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys(&b), ["k1", "k3"]);
+        assert_eq!(keys(&s), ["k1", "k3", "k9"]);
+        assert_eq!(b.slice(1..4), s.slice(0..3), "equal by content");
     }
 
     #[test]
