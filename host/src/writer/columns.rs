@@ -18,7 +18,7 @@ use arrow::record_batch::RecordBatch;
 
 use super::append::{APPEND_BYTES, AppendRows, Sent, append_parts};
 use super::made::{MadeChunks, MapMade};
-use super::partitions::Partitioning;
+use super::partitions::{Partitioning, RowPartitions};
 use super::tables::{Sink, Table};
 use super::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};
 use crate::batch::MessageBatch;
@@ -116,41 +116,52 @@ struct Placement {
     unplaced: Vec<(u32, String)>,
 }
 
-/// Places a chunk's rows: `names[i]` is row i's partition (or why it has
-/// none), `messages[i]` its message. A message with a row that has no
-/// partition, or one in a partition `refused` (with the reason), is
-/// unplaced whole: none of its rows are in any group.
+/// Places a chunk's rows: `partitions` says each row's partition (or why
+/// it has none), `messages[i]` is row i's message. A message with a row
+/// that has no partition, or one in a partition `refused` (with the
+/// reason), is unplaced whole: none of its rows are in any group.
 fn place(
-    names: &[Result<String, String>],
+    partitions: &RowPartitions,
     messages: &[u32],
     refused: &HashMap<String, String>,
     table: &TablePath,
 ) -> Placement {
+    // Why each partition's rows cannot be written, for those that cannot.
+    let unwritable: Vec<Option<String>> = partitions
+        .names
+        .iter()
+        .map(|name| match name {
+            Err(reason) => Some(format!("table {table}: {reason}")),
+            Ok(name) => refused.get(name).cloned(),
+        })
+        .collect();
     let mut placement = Placement::default();
     let mut unplaced: HashSet<u32> = HashSet::new();
-    for (name, &message) in names.iter().zip(messages) {
-        if unplaced.contains(&message) {
-            continue;
+    let is_unplaced =
+        |unplaced: &HashSet<u32>, message: &u32| !unplaced.is_empty() && unplaced.contains(message);
+    if unwritable.iter().any(Option::is_some) {
+        for (&entry, &message) in partitions.of_row.iter().zip(messages) {
+            if let Some(reason) = &unwritable[entry as usize]
+                && unplaced.insert(message)
+            {
+                placement.unplaced.push((message, reason.clone()));
+            }
         }
-        let reason = match name {
-            Err(reason) => format!("table {table}: {reason}"),
-            Ok(name) => match refused.get(name) {
-                Some(reason) => reason.clone(),
-                None => continue,
-            },
-        };
-        unplaced.insert(message);
-        placement.unplaced.push((message, reason));
     }
-    for (row, (name, message)) in names.iter().zip(messages).enumerate() {
-        let Ok(name) = name else { continue };
-        if unplaced.contains(message) {
+    // Each partition's group in `placement.groups`, once it has one.
+    let mut group_of: Vec<Option<usize>> = vec![None; partitions.names.len()];
+    for (row, (&entry, message)) in partitions.of_row.iter().zip(messages).enumerate() {
+        let Ok(name) = &partitions.names[entry as usize] else {
+            continue;
+        };
+        if is_unplaced(&unplaced, message) {
             continue;
         }
-        match placement.groups.iter_mut().find(|(n, _)| n == name) {
-            Some((_, rows)) => rows.push(row as u32),
-            None => placement.groups.push((name.clone(), vec![row as u32])),
-        }
+        let group = *group_of[entry as usize].get_or_insert_with(|| {
+            placement.groups.push((name.clone(), Vec::new()));
+            placement.groups.len() - 1
+        });
+        placement.groups[group].1.push(row as u32);
     }
     placement
 }
@@ -372,11 +383,15 @@ impl FlussWriter {
             table: path.to_string(),
             reason,
         })?;
-        let names = partitioning.names(&record);
+        let partitions = partitioning.partitions(&record);
         let messages = &rows.messages()[made];
-        let wanted: HashSet<String> = names.iter().filter_map(|n| n.as_ref().ok().cloned()).collect();
+        let wanted: HashSet<String> = partitions
+            .names
+            .iter()
+            .filter_map(|n| n.as_ref().ok().cloned())
+            .collect();
         let refused = self.ensure_partitions(table, &wanted, deadline).await?;
-        let placement = place(&names, messages, &refused, path);
+        let placement = place(&partitions, messages, &refused, path);
         unplaced.extend(placement.unplaced);
         placement
             .groups
@@ -409,13 +424,29 @@ mod tests {
         }
     }
 
+    /// The partitions of rows named `names`, one entry per distinct name.
+    fn partitions_of(names: Vec<Result<String, String>>) -> RowPartitions {
+        let mut partitions = RowPartitions::default();
+        for name in names {
+            let entry = match partitions.names.iter().position(|n| *n == name) {
+                Some(entry) => entry,
+                None => {
+                    partitions.names.push(name);
+                    partitions.names.len() - 1
+                }
+            };
+            partitions.of_row.push(entry as u32);
+        }
+        partitions
+    }
+
     #[test]
     fn rows_are_grouped_by_partition_in_order_of_first_appearance() {
         let names: Vec<Result<String, String>> = ["eu", "us", "eu", "ap", "us"]
             .iter()
             .map(|n| Ok(n.to_string()))
             .collect();
-        let placement = place(&names, &[0, 1, 2, 3, 4], &HashMap::new(), &path());
+        let placement = place(&partitions_of(names), &[0, 1, 2, 3, 4], &HashMap::new(), &path());
         assert_eq!(
             placement,
             Placement {
@@ -441,7 +472,7 @@ mod tests {
             Ok("us".into()),
         ];
         let refused = HashMap::from([("gone".to_string(), "partition `gone` does not exist".to_string())]);
-        let placement = place(&names, &[0, 1, 1, 2, 3], &refused, &path());
+        let placement = place(&partitions_of(names), &[0, 1, 1, 2, 3], &refused, &path());
         assert_eq!(
             placement.groups,
             vec![("eu".into(), vec![0]), ("us".into(), vec![4])]

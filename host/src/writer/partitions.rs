@@ -21,6 +21,16 @@ use crate::deadline::Deadline;
 use crate::rows::{MessageOutcome, TransformOutput};
 use crate::schema::{DataType, TableSchema};
 
+/// The partitions of an Arrow batch's rows.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct RowPartitions {
+    /// Each partition the rows belong to (or why rows belong to none), in
+    /// order of first appearance.
+    pub names: Vec<Result<String, String>>,
+    /// Each row's entry in `names`.
+    pub of_row: Vec<u32>,
+}
+
 /// What the writer knows about a partitioned table's partitions.
 pub(super) struct Partitioning {
     /// Each partition key's column index, name and type, in key order.
@@ -70,30 +80,59 @@ impl Partitioning {
         self.name_with(|index| Ok(row.cells().nth(index)))
     }
 
-    /// The partition of each row of an Arrow batch of the table (or why it
-    /// belongs to none), in row order.
-    pub(super) fn names(&self, batch: &RecordBatch) -> Vec<Result<String, String>> {
-        (0..batch.num_rows())
-            .map(|row| self.name_with(|index| arrow_cell(batch.column(index), row).map(Some)))
-            .collect()
+    /// The partitions of an Arrow batch's rows: each key column compared
+    /// row to row (arrow's `partition` kernel), and a partition named once
+    /// for each run of rows with equal keys, not for every row.
+    pub(super) fn partitions(&self, batch: &RecordBatch) -> RowPartitions {
+        let rows = batch.num_rows();
+        let keys: Vec<_> = self
+            .keys
+            .iter()
+            .map(|(index, ..)| batch.column(*index).clone())
+            .collect();
+        let runs = match arrow::compute::partition(&keys) {
+            Ok(runs) => runs.ranges(),
+            // Keys arrow cannot compare: each row alone (naming them says why).
+            Err(_) => (0..rows).map(|row| row..row + 1).collect(),
+        };
+        let mut partitions = RowPartitions {
+            names: Vec::new(),
+            of_row: Vec::with_capacity(rows),
+        };
+        let mut seen: HashMap<Result<String, String>, u32> = HashMap::new();
+        for run in runs {
+            let name = self.name_with(|index| arrow_cell(batch.column(index), run.start).map(Some));
+            let entry = *seen.entry(name).or_insert_with_key(|name| {
+                partitions.names.push(name.clone());
+                partitions.names.len() as u32 - 1
+            });
+            partitions.of_row.extend(std::iter::repeat_n(entry, run.len()));
+        }
+        partitions
     }
 
-    /// The partition of each row of an Arrow batch of the table, as the
-    /// batch's rows grouped by partition, in order of first appearance.
+    /// The rows of an Arrow batch of the table grouped by partition, in
+    /// order of first appearance.
     pub(super) fn split(&self, batch: &RecordBatch) -> Result<Vec<(String, RecordBatch)>, String> {
-        let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
-        for (row, name) in self.names(batch).into_iter().enumerate() {
-            let name = name.map_err(|e| format!("row {row}: {e}"))?;
-            match groups.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, rows)) => rows.push(row as u32),
-                None => groups.push((name, vec![row as u32])),
-            }
+        let RowPartitions { names, of_row } = self.partitions(batch);
+        if let Some(entry) = names.iter().position(Result::is_err) {
+            let row = of_row
+                .iter()
+                .position(|&e| e as usize == entry)
+                .expect("a row has it");
+            let reason = names[entry].as_ref().expect_err("an error");
+            return Err(format!("row {row}: {reason}"));
         }
-        if let [(name, _)] = groups.as_slice() {
-            return Ok(vec![(name.clone(), batch.clone())]);
+        let names = names.into_iter().map(|name| name.expect("checked above"));
+        if names.len() == 1 {
+            return Ok(names.map(|name| (name, batch.clone())).collect());
         }
-        groups
-            .into_iter()
+        let mut rows: Vec<Vec<u32>> = vec![Vec::new(); names.len()];
+        for (row, &entry) in of_row.iter().enumerate() {
+            rows[entry as usize].push(row as u32);
+        }
+        names
+            .zip(rows)
             .map(|(name, rows)| {
                 let indices = arrow::array::UInt32Array::from(rows);
                 arrow::compute::take_record_batch(batch, &indices)
@@ -343,6 +382,72 @@ mod tests {
             .unwrap();
         let err = p.partition_of(&row).unwrap_err();
         assert!(err.contains("cannot name a Fluss partition"), "{err}");
+    }
+
+    /// An Arrow batch of `partitioned`'s columns with these regions and days.
+    fn record(regions: &[Option<&str>], days: &[Option<i32>]) -> RecordBatch {
+        use arrow::array::{ArrayRef, Date32Array, Int64Array, StringArray};
+        let ids = Int64Array::from_iter_values(0..regions.len() as i64);
+        RecordBatch::try_from_iter([
+            ("id", Arc::new(ids) as ArrayRef),
+            (
+                "region",
+                Arc::new(StringArray::from(regions.to_vec())) as ArrayRef,
+            ),
+            ("day", Arc::new(Date32Array::from(days.to_vec())) as ArrayRef),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn rows_with_equal_keys_share_one_named_partition_wherever_they_are() {
+        let p = Partitioning::of(&partitioned(&["region", "day"]), false, None)
+            .unwrap()
+            .unwrap();
+        let (eu, us) = (Some("eu"), Some("us"));
+        let batch = record(
+            &[eu, eu, us, eu, eu, None, us, eu],
+            &[
+                Some(1),
+                Some(1),
+                Some(1),
+                Some(1),
+                Some(2),
+                Some(1),
+                Some(1),
+                Some(1),
+            ],
+        );
+        let partitions = p.partitions(&batch);
+        assert_eq!(partitions.of_row, [0, 0, 1, 0, 2, 3, 1, 0]);
+        assert_eq!(
+            partitions.names[..3],
+            [
+                Ok("eu$1970-01-02".to_string()),
+                Ok("us$1970-01-02".to_string()),
+                Ok("eu$1970-01-03".to_string()),
+            ]
+        );
+        let null = partitions.names[3].as_ref().unwrap_err();
+        assert!(null.contains("`region`") && null.contains("NULL"), "{null}");
+
+        let err = p.split(&batch).unwrap_err();
+        assert!(err.starts_with("row 5: partition key `region`"), "{err}");
+        let batch = record(&[eu, us, eu, us], &[Some(1); 4]);
+        let split = p.split(&batch).unwrap();
+        let ids = |b: &RecordBatch| {
+            use arrow::array::AsArray;
+            let ids = b.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+            ids.values().to_vec()
+        };
+        assert_eq!(
+            split
+                .iter()
+                .map(|(n, b)| (n.as_str(), ids(b)))
+                .collect::<Vec<_>>(),
+            [("eu$1970-01-02", vec![0, 2]), ("us$1970-01-02", vec![1, 3])]
+        );
+        assert!(p.partitions(&record(&[], &[])).names.is_empty());
     }
 
     #[test]
