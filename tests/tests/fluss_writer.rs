@@ -544,6 +544,101 @@ async fn made_rows_are_sent_together_but_never_held_while_the_next_chunk_is_made
     }
 }
 
+/// A transform's chunk finished beside the transform (`ChunkFinisher`, as
+/// the pipeline does on the thread of the call) comes with its table's
+/// Arrow columns, and the writer sends those as they are. Here they are told
+/// apart from columns the writer would make by the metadata of the messages
+/// each was made of: the finisher is given offsets 100.., the writer 0...
+/// Rows alone, and a chunk finished for another writer's table, are made by
+/// the writer; a row for another table, a primary-key table or a table not
+/// open yet get no columns. A misfit in a finished chunk is dead-lettered
+/// as the writer would. Read back: every row once, in message order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_finished_beside_the_transform_are_sent_as_made() {
+    use std::sync::Arc;
+
+    use iggy_connector_fluss_sink::{Deadline, MessageBatch, MessageOutcome, RowBatch, TransformOutput};
+
+    let path = unique_table("finished");
+    let mut s = settings();
+    s.include_metadata = true;
+    let (w, other) = (writer(s.clone()).await, writer(s).await);
+    let columns = [("v", "INT", true), ("iggy_offset", "BIGINT", false)];
+    let schema = table(&path.to_string(), &columns, &[]);
+    w.ensure_table(&schema).await.unwrap();
+    other.ensure_table(&schema).await.unwrap();
+    // One row a message: `v` (a string for a misfit), the offset left to the sink.
+    let rows = |values: &[Result<i32, &str>], table: Option<&str>| {
+        let mut rows = fluss_row_codec::RowsBuilder::new();
+        for v in values {
+            rows.begin_row(RowKind::Append, u16::from(table.is_some()));
+            match v {
+                Ok(v) => rows.int(*v),
+                Err(text) => rows.string(text),
+            }
+            rows.null();
+            rows.end_row();
+        }
+        let tables = table.map(|t| vec![t.to_string()]).unwrap_or_default();
+        Arc::new(TransformOutput {
+            outcomes: vec![MessageOutcome::Rows(1); values.len()],
+            rows: RowBatch::from_encoded(rows.into_bytes(), tables, &vec![1; values.len()]).unwrap(),
+        })
+    };
+    // Messages at offsets `from`.., as the finisher is told they are.
+    let made_of = |from: u64, count: u64| {
+        let mut batch = MessageBatch::new(Default::default());
+        for offset in from..from + count {
+            batch.push(offset, offset.into(), 0, b"{}", []).unwrap();
+        }
+        batch
+    };
+    let finisher = w.chunk_finisher(&path).await.expect("an open log table");
+    let elsewhere = other.chunk_finisher(&path).await.unwrap();
+    let chunks = vec![
+        finisher.finish(rows(&[Ok(0), Ok(1)], None), &made_of(100, 2)),
+        elsewhere.finish(rows(&[Ok(2), Ok(3)], None), &made_of(102, 2)),
+        rows(&[Ok(4)], None).into(),
+        finisher.finish(rows(&[Ok(5), Err("six"), Ok(7)], None), &made_of(105, 3)),
+    ];
+    assert_eq!(
+        chunks.iter().map(|c| c.has_columns()).collect::<Vec<_>>(),
+        [true, true, false, true]
+    );
+    let routed = finisher.finish(rows(&[Ok(8)], Some("db.elsewhere")), &made_of(0, 1));
+    assert!(!routed.has_columns(), "a routed row is resolved by the writer");
+    let unknown = unique_table("not_open");
+    assert!(
+        w.chunk_finisher(&unknown).await.is_none(),
+        "never waits to open a table"
+    );
+    let keyed = unique_table("finished_pk");
+    w.ensure_table(&table(&keyed.to_string(), &[("k", "INT", false)], &["k"]))
+        .await
+        .unwrap();
+    assert!(
+        w.chunk_finisher(&keyed).await.is_none(),
+        "a primary-key table takes no columns"
+    );
+
+    let payloads = ["{}"; 8];
+    let batch = text_batch(&payloads);
+    let chunks = AllMade(chunks.into_iter().map(Arc::new));
+    let deadline = Deadline::after(Duration::from_secs(60));
+    let report = w
+        .write_transformed_within(&batch, chunks, &path, DeadLetterKind::Transform, deadline)
+        .await
+        .unwrap();
+    assert_eq!((report.written, report.dead_lettered), (7, 1));
+    let read = read_log(&path, 7, Duration::from_secs(20)).await;
+    let expected = [[0, 100], [1, 101], [2, 2], [3, 3], [4, 4], [5, 105], [7, 107]];
+    let expected: Vec<Vec<String>> = expected
+        .iter()
+        .map(|row| row.iter().map(|n| n.to_string()).collect())
+        .collect();
+    assert_eq!(read, expected);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_connection_names_the_servers_and_keeps_the_clients_error() {
     use std::error::Error as _;

@@ -3,7 +3,9 @@
 //! as there are cores (at most 4), started in message order. The writer
 //! takes each chunk as soon as it is made, while the next ones are still
 //! being made; the spool takes the whole once every chunk is; a replay
-//! takes the same chunks again.
+//! takes the same chunks again. Given the writer's finisher, each task also
+//! makes its chunk's rows into the columns the table takes, beside the
+//! transform call, so that the writer's thread only sends them.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -18,10 +20,10 @@ use super::stage::RowStage;
 use crate::batch::{MessageBatch, PayloadSchema};
 use crate::metrics::InstanceMetrics;
 use crate::rows::TransformOutput;
-use crate::writer::MadeChunks;
+use crate::writer::{ChunkFinisher, MadeChunks, TransformedChunk};
 
 /// One chunk's rows once made, or why they could not be.
-type ChunkRows = Result<Arc<TransformOutput>, Arc<PipelineError>>;
+type ChunkRows = Result<Arc<TransformedChunk>, Arc<PipelineError>>;
 
 /// The rows of one batch, chunk by chunk, made or being made.
 pub(super) struct RowsInMaking {
@@ -30,14 +32,16 @@ pub(super) struct RowsInMaking {
 
 impl RowsInMaking {
     /// Starts making the rows of `batch` (payloads of the runtime's
-    /// `schema`) with `stage`, in chunks of `size` messages; each call is
-    /// timed in `metrics`, and the faults of the whole batch counted there
-    /// once every chunk is made. Must be called within the runtime.
+    /// `schema`) with `stage`, in chunks of `size` messages, each finished
+    /// by `finisher` when there is one; each call is timed in `metrics`,
+    /// and the faults of the whole batch counted there once every chunk is
+    /// made. Must be called within the runtime.
     pub(super) fn start(
         stage: Arc<RowStage>,
         batch: &Arc<MessageBatch>,
         schema: PayloadSchema,
         size: usize,
+        finisher: Option<ChunkFinisher>,
         metrics: Arc<InstanceMetrics>,
     ) -> Self {
         let (count, size) = (batch.len(), size.max(1));
@@ -60,6 +64,7 @@ impl RowsInMaking {
                 let permit = running.clone().acquire_owned().await.expect("never closed");
                 let chunk = chunk_of(&batch, range);
                 let (stage, span, metrics) = (stage.clone(), span.clone(), metrics.clone());
+                let finisher = finisher.clone();
                 let task = tokio::task::spawn_blocking(move || {
                     let _running = permit;
                     span.in_scope(|| {
@@ -68,7 +73,10 @@ impl RowsInMaking {
                         if let RowStage::Wasm(_) = *stage {
                             metrics.transform_call(started.elapsed());
                         }
-                        rows
+                        rows.map(|rows| match &finisher {
+                            Some(finisher) => finisher.finish(Arc::new(rows), &chunk),
+                            None => TransformedChunk::from(Arc::new(rows)),
+                        })
                     })
                 });
                 tokio::spawn(async move {
@@ -111,7 +119,7 @@ impl RowsInMaking {
     pub(super) async fn whole(&self) -> Result<TransformOutput, Arc<PipelineError>> {
         let mut output = TransformOutput::default();
         for chunk in &self.chunks {
-            output.append_copy(&*chunk.clone().await?);
+            output.append_copy(&chunk.clone().await?.rows);
         }
         Ok(output)
     }
@@ -128,9 +136,9 @@ pub(super) struct Blocking<'a> {
 }
 
 impl Iterator for Blocking<'_> {
-    type Item = Arc<TransformOutput>;
+    type Item = Arc<TransformedChunk>;
 
-    fn next(&mut self) -> Option<Arc<TransformOutput>> {
+    fn next(&mut self) -> Option<Arc<TransformedChunk>> {
         if self.failure.is_some() {
             return None;
         }
@@ -226,19 +234,19 @@ mod tests {
     async fn chunks_come_in_message_order_and_join_into_the_whole() {
         let batch = batch(11, &[4]);
         let metrics = Arc::new(InstanceMetrics::new(9_001));
-        let making = RowsInMaking::start(stage(), &batch, PayloadSchema::Json, 3, metrics);
+        let making = RowsInMaking::start(stage(), &batch, PayloadSchema::Json, 3, None, metrics);
         let mut failure = None;
-        let chunks: Vec<Arc<TransformOutput>> =
+        let chunks: Vec<Arc<TransformedChunk>> =
             tokio::task::block_in_place(|| making.blocking(&mut failure).collect());
         assert!(failure.is_none());
         assert_eq!(
-            chunks.iter().map(|c| c.outcomes.len()).collect::<Vec<_>>(),
+            chunks.iter().map(|c| c.rows.outcomes.len()).collect::<Vec<_>>(),
             vec![3, 3, 3, 2],
             "one chunk per 3 messages, the last one short"
         );
         let mut joined = TransformOutput::default();
         for chunk in chunks {
-            joined.append_copy(&chunk);
+            joined.append_copy(&chunk.rows);
         }
         let whole = making.whole().await.unwrap();
         assert_eq!(values(&joined), values(&whole));
@@ -257,7 +265,7 @@ mod tests {
     async fn the_next_chunk_is_made_once_its_task_has_ended_and_at_the_end() {
         let batch = batch(6, &[]);
         let metrics = Arc::new(InstanceMetrics::new(9_002));
-        let making = RowsInMaking::start(stage(), &batch, PayloadSchema::Json, 3, metrics);
+        let making = RowsInMaking::start(stage(), &batch, PayloadSchema::Json, 3, None, metrics);
         let mut failure = None;
         tokio::task::block_in_place(|| {
             let mut chunks = making.blocking(&mut failure);
@@ -269,8 +277,8 @@ mod tests {
                 );
                 std::thread::yield_now();
             }
-            assert_eq!(chunks.next().map(|c| c.outcomes.len()), Some(3));
-            assert_eq!(chunks.next().map(|c| c.outcomes.len()), Some(3));
+            assert_eq!(chunks.next().map(|c| c.rows.outcomes.len()), Some(3));
+            assert_eq!(chunks.next().map(|c| c.rows.outcomes.len()), Some(3));
             assert!(chunks.next_is_made(), "the end is there at once");
             assert!(chunks.next().is_none());
         });
@@ -287,7 +295,7 @@ mod tests {
         let mut failure = None;
         let chunks = making.blocking(&mut failure);
         assert!(!chunks.next_is_made(), "nothing sent yet");
-        let made = Arc::new(stage().rows(PayloadSchema::Json, &batch).unwrap());
+        let made = Arc::new(Arc::new(stage().rows(PayloadSchema::Json, &batch).unwrap()).into());
         sender.send(Ok(made)).unwrap();
         assert!(chunks.next_is_made(), "sent");
     }

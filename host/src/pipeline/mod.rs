@@ -21,7 +21,7 @@ use crate::rows::keyed::KeyedOutput;
 use crate::schema::{TablePath, TableSchema};
 use crate::spool::SpoolMode;
 use crate::transform::{Reloadable, TransformError};
-use crate::writer::{FlussWriter, WriteError, WriteReport};
+use crate::writer::{ChunkFinisher, FlussWriter, WriteError, WriteReport};
 
 mod chunks;
 mod making;
@@ -293,7 +293,9 @@ impl Pipeline {
     ) -> Result<Held, PipelineError> {
         let rows = match *self.stage {
             RowStage::Wasm(_) => {
-                let making = self.start_rows(schema, &batch);
+                // Chunks made into the table's columns beside the transform.
+                let finisher = self.writer.chunk_finisher(&self.table).await;
+                let making = self.start_rows(schema, &batch, finisher);
                 Some((HeldRows::Making(Arc::new(making)), self.stage.kind()))
             }
             _ => None,
@@ -380,22 +382,34 @@ impl Pipeline {
         schema: PayloadSchema,
         batch: &Arc<MessageBatch>,
     ) -> Result<TransformOutput, PipelineError> {
-        self.start_rows(schema, batch)
+        self.start_rows(schema, batch, None)
             .whole()
             .await
             .map_err(PipelineError::Rows)
     }
 
     /// Starts making the rows of `batch` with the transform (or the JSON
-    /// mapping), chunk by chunk.
-    fn start_rows(&self, schema: PayloadSchema, batch: &Arc<MessageBatch>) -> making::RowsInMaking {
+    /// mapping), chunk by chunk, each finished by `finisher` if given.
+    fn start_rows(
+        &self,
+        schema: PayloadSchema,
+        batch: &Arc<MessageBatch>,
+        finisher: Option<ChunkFinisher>,
+    ) -> making::RowsInMaking {
         // One version of the transform for the whole batch (hot reload swaps
         // versions between batches only).
         let stage = match &self.versions {
             Some(versions) => Arc::new(RowStage::Wasm(versions.for_batch(batch))),
             None => self.stage.clone(),
         };
-        making::RowsInMaking::start(stage, batch, schema, self.batch_size, self.metrics.clone())
+        making::RowsInMaking::start(
+            stage,
+            batch,
+            schema,
+            self.batch_size,
+            finisher,
+            self.metrics.clone(),
+        )
     }
 
     /// What `make` makes of `batch`, chunk by chunk (`batch_size` messages,

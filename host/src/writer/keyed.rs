@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::delivery::{send_keyed, undelivered};
+use super::premade::TransformedChunk;
 use super::tables::{Sink, Table};
 use super::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};
 use crate::batch::MessageBatch;
@@ -57,7 +58,7 @@ impl FlussWriter {
     pub(super) async fn write_keyed_chunks(
         &self,
         batch: &MessageBatch,
-        chunks: &mut impl Iterator<Item = Arc<TransformOutput>>,
+        chunks: &mut impl Iterator<Item = Arc<TransformedChunk>>,
         table: &Table,
         stage: DeadLetterKind,
         deadline: Deadline,
@@ -68,6 +69,7 @@ impl FlussWriter {
         let mut held = None;
         tokio::task::block_in_place(|| {
             for chunk in chunks {
+                let chunk = chunk.rows.clone();
                 let first = output.outcomes.len();
                 match guest_keyed(&chunk, first, batch, &table.schema, include_metadata) {
                     Some(made) => {

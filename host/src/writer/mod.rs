@@ -25,6 +25,7 @@ pub(crate) mod nodelay;
 mod partial;
 mod partition_values;
 mod partitions;
+mod premade;
 pub(crate) mod routing;
 mod settings;
 mod steps;
@@ -47,6 +48,7 @@ use tables::Table;
 
 pub(crate) use dead_letter::{check_dead_letter_table, dead_letter_schema};
 pub use made::{AllMade, MadeChunks};
+pub use premade::{ChunkFinisher, TransformedChunk};
 pub use settings::WriterSettings;
 #[cfg(any(test, feature = "test-support"))]
 pub(crate) use tables::arrow_schema_of;

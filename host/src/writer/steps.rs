@@ -31,7 +31,7 @@ impl FlussWriter {
         stage: DeadLetterKind,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        let chunks = AllMade(std::iter::once(Arc::new(output)));
+        let chunks = AllMade(std::iter::once(Arc::new(Arc::new(output).into())));
         self.write_transformed_within(batch, chunks, default_table, stage, deadline)
             .await
     }

@@ -160,6 +160,11 @@ impl FlussWriter {
         Ok(tables.entry(path.clone()).or_insert(opened).clone())
     }
 
+    /// The table at `path` if it is open already (never waits for Fluss).
+    pub(super) async fn open_table_now(&self, path: &TablePath) -> Option<Arc<Table>> {
+        self.tables.lock().await.get(path).cloned()
+    }
+
     async fn open_table(&self, path: &TablePath, deadline: Deadline) -> Result<Table, WriteError> {
         let fail = |reason: String| WriteError::Table {
             table: path.to_string(),

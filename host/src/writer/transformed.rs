@@ -1,7 +1,9 @@
 //! A transform's rows written as they are made. Chunk after chunk (one
 //! transform call each, in message order), the rows for log tables whose
 //! Arrow batches land whole are checked, put in their tables' columns and
-//! sent while the next chunks are still being made: the lean path. Rows for
+//! sent while the next chunks are still being made: the lean path (a chunk
+//! whose columns were made beside its rows, see [`super::premade`], is sent
+//! as it comes). Rows for
 //! an unpartitioned primary-key table are made into the upsert writer's
 //! rows chunk by chunk as they come, then sent: the keyed lean path. At the
 //! first chunk either path cannot take (a row for any other kind of table,
@@ -15,6 +17,7 @@ use std::sync::Arc;
 
 use super::columns::LeanChunk;
 use super::made::MadeChunks;
+use super::premade::TransformedChunk;
 use super::tables::Table;
 use super::{FlussWriter, WriteError, WriteReport, routing};
 use crate::batch::MessageBatch;
@@ -29,8 +32,9 @@ use crate::schema::TablePath;
 const COLUMN_CHUNK: usize = 500;
 
 impl FlussWriter {
-    /// Writes the rows `chunks` makes of `batch` (one [`TransformOutput`]
-    /// per chunk of messages, in message order) to `default_table` and the
+    /// Writes the rows `chunks` makes of `batch` (one [`TransformedChunk`]
+    /// per chunk of messages, in message order; columns that come made
+    /// with a chunk's rows are sent as they are) to `default_table` and the
     /// tables the rows name, waits for every acknowledgement, and
     /// dead-letters what cannot be written, all before `deadline`; `stage`
     /// names where earlier dead letters came from. Each chunk is written as
@@ -41,7 +45,7 @@ impl FlussWriter {
     pub async fn write_transformed_within(
         &self,
         batch: &MessageBatch,
-        chunks: impl MadeChunks<Item = Arc<TransformOutput>>,
+        chunks: impl MadeChunks<Item = Arc<TransformedChunk>>,
         default_table: &TablePath,
         stage: DeadLetterKind,
         deadline: Deadline,
@@ -57,7 +61,7 @@ impl FlussWriter {
     async fn write_transformed(
         &self,
         batch: &MessageBatch,
-        mut chunks: impl MadeChunks<Item = Arc<TransformOutput>>,
+        mut chunks: impl MadeChunks<Item = Arc<TransformedChunk>>,
         default_table: &TablePath,
         stage: DeadLetterKind,
         deadline: Deadline,
@@ -96,7 +100,7 @@ impl FlussWriter {
         if let Some(held) = held {
             rest.append(Arc::unwrap_or_clone(held));
         }
-        tokio::task::block_in_place(|| chunks.for_each(|chunk| rest.append_copy(&chunk)));
+        tokio::task::block_in_place(|| chunks.for_each(|chunk| rest.append_copy(&chunk.rows)));
         if rest.outcomes.is_empty() {
             return Ok(report);
         }
@@ -146,7 +150,7 @@ struct LeanChunks<'s, 'w, C> {
     chunks: &'s mut C,
 }
 
-impl<C: MadeChunks<Item = Arc<TransformOutput>>> Iterator for LeanChunks<'_, '_, C> {
+impl<C: MadeChunks<Item = Arc<TransformedChunk>>> Iterator for LeanChunks<'_, '_, C> {
     type Item = Result<LeanChunk, WriteError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -154,7 +158,7 @@ impl<C: MadeChunks<Item = Arc<TransformOutput>>> Iterator for LeanChunks<'_, '_,
     }
 }
 
-impl<C: MadeChunks<Item = Arc<TransformOutput>>> MadeChunks for LeanChunks<'_, '_, C> {
+impl<C: MadeChunks<Item = Arc<TransformedChunk>>> MadeChunks for LeanChunks<'_, '_, C> {
     /// Made when the lean stream has rows taken but not yet in columns (or
     /// holds a chunk back: the end), or the transform's next chunk is made.
     fn next_is_made(&self) -> bool {
@@ -168,14 +172,22 @@ impl LeanStream<'_> {
     /// `chunks` or at a chunk the lean path cannot take (then held).
     fn next_chunk(
         &mut self,
-        chunks: &mut impl Iterator<Item = Arc<TransformOutput>>,
+        chunks: &mut impl Iterator<Item = Arc<TransformedChunk>>,
     ) -> Option<Result<LeanChunk, WriteError>> {
         if self.held.is_some() {
             return None;
         }
         if self.pending.is_empty() {
             let chunk = chunks.next()?;
-            match self.take(chunk) {
+            let default = self.tables[0].as_ref().expect("the sink's own table");
+            if let Some(columns) = chunk.columns_for(default) {
+                return Some(Ok(self.take_made(columns.clone())));
+            }
+            let rows = match Arc::try_unwrap(chunk) {
+                Ok(chunk) => chunk.rows,
+                Err(shared) => shared.rows.clone(),
+            };
+            match self.take(rows) {
                 Ok(true) => {}
                 Ok(false) => return None,
                 Err(e) => return Some(Err(e)),
@@ -214,6 +226,20 @@ impl LeanStream<'_> {
             kinds: self.kinds[messages].to_vec(),
             tables: self.tables.clone(),
         }))
+    }
+
+    /// Takes `columns`, a chunk's rows made into the sink's own table's
+    /// columns where they were made, as they are.
+    fn take_made(&mut self, columns: ColumnOutput) -> LeanChunk {
+        // Their messages counted, their rows not copied: the messages after
+        // them keep their place in the batch.
+        self.output.outcomes.extend_from_slice(&columns.outcomes);
+        self.kinds.resize(self.output.outcomes.len(), self.stage);
+        LeanChunk {
+            kinds: vec![self.stage; columns.outcomes.len()],
+            columns,
+            tables: self.tables.clone(),
+        }
     }
 
     /// Takes `chunk` onto the lean path (`true`), or holds it back when one
