@@ -1,6 +1,7 @@
 //! Partitioned tables: the partition each row belongs to (named the way
-//! Fluss and fluss-rs name it: the partition-key values joined by `$`),
-//! which partitions exist, and creating the missing ones.
+//! Fluss and fluss-rs name it: the partition-key values joined by `$`) and
+//! which partitions are known to exist (`partition_catalog` asks Fluss and
+//! creates the missing ones).
 //!
 //! fluss-rs takes the partition of an appended Arrow batch from its first
 //! row, and a row for a partition that does not exist waits in its buffer
@@ -8,17 +9,13 @@
 //! group's partition exists before it sends.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use arrow::record_batch::RecordBatch;
 use fluss::metadata::{PartitionSpec, TablePath as FlussPath};
 use fluss_row_codec::{Cell, RowView};
 
 use super::partition_values::{arrow_cell, partition_value};
-use super::tables::{Table, fluss_path};
-use super::{DeadLetterKind, FlussWriter, WriteError};
-use crate::deadline::Deadline;
-use crate::rows::{MessageOutcome, TransformOutput};
 use crate::schema::{DataType, TableSchema};
 
 /// The partitions of an Arrow batch's rows.
@@ -174,7 +171,23 @@ impl Partitioning {
         self.known.lock().expect("partition set poisoned").clear();
     }
 
-    fn spec(&self, name: &str) -> PartitionSpec {
+    /// Whether the sink creates partitions that do not exist.
+    pub(super) fn creates_missing(&self) -> bool {
+        self.create_missing
+    }
+
+    /// Whether Fluss creates this table's partitions itself.
+    pub(super) fn is_auto_partitioned(&self) -> bool {
+        self.auto_partitioned
+    }
+
+    /// Notes that `names` exist.
+    pub(super) fn remember(&self, names: impl IntoIterator<Item = String>) {
+        self.known.lock().expect("partition set poisoned").extend(names);
+    }
+
+    /// The spec Fluss's admin API takes for partition `name`.
+    pub(super) fn spec(&self, name: &str) -> PartitionSpec {
         let map: HashMap<String, String> = self
             .keys
             .iter()
@@ -184,151 +197,17 @@ impl Partitioning {
         PartitionSpec::new(map)
     }
 
-    fn unknown<'n>(&self, names: impl IntoIterator<Item = &'n String>) -> Vec<&'n String> {
+    /// Those of `names` not known to exist.
+    pub(super) fn unknown<'n>(&self, names: impl IntoIterator<Item = &'n String>) -> Vec<&'n String> {
         let known = self.known.lock().expect("partition set poisoned");
         names.into_iter().filter(|n| !known.contains(*n)).collect()
     }
 }
 
-impl FlussWriter {
-    /// The partition of each of `output`'s rows (`None` for a row of an
-    /// unpartitioned table), in row order. Messages with a row that belongs
-    /// to no partition, or to one that cannot be had, are dead-lettered in
-    /// `output` (their kind set in `kinds`).
-    pub(super) async fn place_in_partitions<'t>(
-        &self,
-        output: &mut TransformOutput,
-        kinds: &mut [DeadLetterKind],
-        table_of: &impl Fn(u16) -> Option<&'t Arc<Table>>,
-        deadline: Deadline,
-    ) -> Result<Vec<Option<String>>, WriteError> {
-        let mut partition_of: Vec<Option<String>> = vec![None; output.rows.len()];
-        let mut wanted: HashMap<u16, HashSet<String>> = HashMap::new();
-        for (i, (entry, row)) in output.rows.iter().enumerate() {
-            let m = entry.message as usize;
-            let Some(partitioning) = table_of(entry.table).and_then(|t| t.partitioning.as_ref()) else {
-                continue;
-            };
-            if matches!(output.outcomes[m], MessageOutcome::DeadLetter(_)) {
-                continue;
-            }
-            match partitioning.partition_of(&row) {
-                Ok(name) => {
-                    wanted.entry(entry.table).or_default().insert(name.clone());
-                    partition_of[i] = Some(name);
-                }
-                Err(reason) => {
-                    let table = &table_of(entry.table).expect("checked above").schema.path;
-                    output.outcomes[m] = MessageOutcome::DeadLetter(format!("table {table}: {reason}"));
-                    kinds[m] = DeadLetterKind::Partition;
-                }
-            }
-        }
-        for (table_index, names) in &wanted {
-            let table = table_of(*table_index).expect("resolved above");
-            let refused = self.ensure_partitions(table, names, deadline).await?;
-            if refused.is_empty() {
-                continue;
-            }
-            for (i, (entry, _)) in output.rows.iter().enumerate() {
-                let m = entry.message as usize;
-                if entry.table != *table_index || matches!(output.outcomes[m], MessageOutcome::DeadLetter(_))
-                {
-                    continue;
-                }
-                if let Some(reason) = partition_of[i].as_ref().and_then(|p| refused.get(p)) {
-                    output.outcomes[m] = MessageOutcome::DeadLetter(reason.clone());
-                    kinds[m] = DeadLetterKind::Partition;
-                }
-            }
-        }
-        Ok(partition_of)
-    }
-
-    /// Makes sure `names` (partitions of `table`) exist: lists the table's
-    /// partitions once when one is not known, then creates the missing ones
-    /// where the sink may. Returns, for each partition that cannot be had,
-    /// why (its rows dead-letter); `Err` when Fluss did not answer in time
-    /// or failed for a reason that may pass.
-    pub(super) async fn ensure_partitions(
-        &self,
-        table: &Table,
-        names: &HashSet<String>,
-        deadline: Deadline,
-    ) -> Result<HashMap<String, String>, WriteError> {
-        let mut refused = HashMap::new();
-        let Some(partitioning) = &table.partitioning else {
-            return Ok(refused);
-        };
-        if partitioning.unknown(names).is_empty() {
-            return Ok(refused);
-        }
-        let path = &table.schema.path;
-        let fluss = fluss_path(path);
-        let late = |step: &str| WriteError::DeadlinePassed {
-            step: format!("{step} of {path}"),
-        };
-        let failed = |step: &str, source: fluss::error::Error| WriteError::Catalog {
-            table: path.to_string(),
-            step: Some(step.into()),
-            source: Box::new(source),
-        };
-        let listed = deadline
-            .run(self.admin.list_partition_infos(&fluss))
-            .await
-            .map_err(|_| late("listing the partitions"))?
-            .map_err(|e| failed("listing the partitions", e))?;
-        partitioning
-            .known
-            .lock()
-            .expect("partition set poisoned")
-            .extend(listed.iter().map(|p| p.get_partition_name()));
-        for name in partitioning.unknown(names) {
-            if !partitioning.create_missing {
-                let who = if partitioning.auto_partitioned {
-                    "Fluss creates this table's partitions itself (auto-partitioning) and "
-                } else {
-                    ""
-                };
-                refused.insert(
-                    name.clone(),
-                    format!(
-                        "partition `{name}` of {path} does not exist; {who}auto_create_partitions is off"
-                    ),
-                );
-                continue;
-            }
-            let created = deadline
-                .run(
-                    self.admin
-                        .create_partition(&fluss, &partitioning.spec(name), true),
-                )
-                .await
-                .map_err(|_| late(&format!("creating partition `{name}`")))?;
-            match created {
-                Ok(()) => {
-                    tracing::info!(table = %path, partition = %name, "created partition");
-                    partitioning
-                        .known
-                        .lock()
-                        .expect("partition set poisoned")
-                        .insert(name.clone());
-                }
-                Err(e) if super::delivery::classify(&e) == super::delivery::Failure::Permanent => {
-                    refused.insert(
-                        name.clone(),
-                        format!("Fluss refused to create partition `{name}` of {path}: {e}"),
-                    );
-                }
-                Err(e) => return Err(failed(&format!("creating partition `{name}`"), e)),
-            }
-        }
-        Ok(refused)
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     fn partitioned(keys: &[&str]) -> TableSchema {
