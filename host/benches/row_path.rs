@@ -1,8 +1,10 @@
 //! The sink's own CPU per row on the JSON path, without Fluss: JSON payloads
 //! to rows, rows to the Arrow batch the writer appends, and the two
 //! together (what the sink did up to session 5), against JSON straight to
-//! Arrow columns in one pass (the lean path of log tables; with sonic-rs,
-//! the native default, and with serde_json, the guests' parser), at ~110 B, ~400 B and ~2 KB messages, 1,000 a batch.
+//! Arrow columns in one pass (the lean path of log tables: the quick reader
+//! of flat objects first, then sonic-rs, the native default, or serde_json,
+//! the guests' parser; and each parser alone), at ~110 B, ~400 B and ~2 KB
+//! messages, 1,000 a batch.
 //!
 //! Run: `cargo bench -p iggy_connector_fluss_sink --bench row_path`.
 
@@ -32,6 +34,16 @@ fn row_path(c: &mut Criterion) {
         arrow_schema.clone(),
         false,
     );
+    let parser_only = |parser| {
+        ColumnMapping::new(
+            mapping.clone().with_parser(parser).with_flat_first(false),
+            schema.clone(),
+            arrow_schema.clone(),
+            false,
+        )
+    };
+    let one_pass_sonic_only = parser_only(JsonParser::Sonic);
+    let one_pass_serde_json_only = parser_only(JsonParser::SerdeJson);
     for (size_name, size) in SIZES {
         let batch = common::json_batch_sized(ROWS, size);
         let mapped = mapping.map_batch(&batch);
@@ -63,6 +75,13 @@ fn row_path(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("json_to_arrow_one_pass_serde_json", ROWS), |b| {
             b.iter(|| black_box(one_pass_serde_json.map_batch(black_box(&batch))))
         });
+        group.bench_function(BenchmarkId::new("json_to_arrow_one_pass_sonic_only", ROWS), |b| {
+            b.iter(|| black_box(one_pass_sonic_only.map_batch(black_box(&batch))))
+        });
+        group.bench_function(
+            BenchmarkId::new("json_to_arrow_one_pass_serde_json_only", ROWS),
+            |b| b.iter(|| black_box(one_pass_serde_json_only.map_batch(black_box(&batch)))),
+        );
         group.finish();
     }
 }

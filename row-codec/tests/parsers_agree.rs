@@ -1,5 +1,6 @@
-//! The native parser (sonic-rs) and the guests' (serde_json) give the same
-//! rows and the same refusals, word for word, for the same payloads.
+//! The native parser (sonic-rs) and the guests' (serde_json), each behind
+//! the quick reader of flat objects, give the same rows and the same
+//! refusals, word for word, as serde_json alone, for the same payloads.
 
 use fluss_row_codec::json::{JsonMapper, JsonParser};
 use fluss_row_codec::{Column, DataType, RowKind, RowsBuilder};
@@ -22,9 +23,23 @@ fn columns() -> Vec<Column> {
     ]
 }
 
-/// What `parser` makes of `payload`: the encoded row, or the refusal's text.
+/// What `parser` makes of `payload` (after the quick reader of flat
+/// objects): the encoded row, or the refusal's text.
 fn mapped(parser: JsonParser, payload: &[u8]) -> Result<Vec<u8>, String> {
-    let mapper = JsonMapper::new(columns()).with_parser(parser);
+    mapped_by(JsonMapper::new(columns()).with_parser(parser), payload)
+}
+
+/// What serde_json alone makes of `payload`: the reference.
+fn reference(payload: &[u8]) -> Result<Vec<u8>, String> {
+    mapped_by(
+        JsonMapper::new(columns())
+            .with_parser(JsonParser::SerdeJson)
+            .flat_first(false),
+        payload,
+    )
+}
+
+fn mapped_by(mapper: JsonMapper, payload: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = RowsBuilder::new();
     mapper
         .map_into(payload, RowKind::Append, 0, &mut out)
@@ -33,12 +48,15 @@ fn mapped(parser: JsonParser, payload: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 fn agree(payload: &[u8]) {
-    assert_eq!(
-        mapped(JsonParser::Sonic, payload),
-        mapped(JsonParser::SerdeJson, payload),
-        "payload {:?}",
-        String::from_utf8_lossy(payload)
-    );
+    let expected = reference(payload);
+    for parser in [JsonParser::Sonic, JsonParser::SerdeJson] {
+        assert_eq!(
+            mapped(parser, payload),
+            expected,
+            "{parser:?}, payload {:?}",
+            String::from_utf8_lossy(payload)
+        );
+    }
 }
 
 #[test]
@@ -96,6 +114,46 @@ fn tricky_payloads_map_alike() {
         br#"{"id":[1]}"#,
         br#"{"active":"yes","id":26}"#,
         br#"{"id":27,"name":{"deep":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]}}"#,
+        // What the quick reader of flat objects reads itself or leaves to
+        // the parser.
+        b" \t\r\n{ \"id\" : 28 ,\n\"name\"\t:\r\"spaced\" , \"small\":-7 } \n",
+        br#"{"id":29,"name":"","":1,"small":0,"score":-0.5e-3,"ratio":1E+2}"#,
+        r#"{"id":30,"name":"ünï ✓ 😀 wide","other":"é"}"#.as_bytes(),
+        br#"{"id":31,"other":18446744073709551616,"x":-0,"y":1e400,"z":123456789012345678901234}"#,
+        br#"{"id":999999999999999999,"small":-32768}"#,
+        br#"{"id":1000000000000000000}"#,
+        br#"{"id":-999999999999999999}"#,
+        br#"{"id":-0}"#,
+        br#"{"id":32,"score":-0}"#,
+        br#"{"id":33,"name":"a\"b","other":"c\\d"}"#,
+        br#"{"id":34,"other":"\u0041","x":{"a":[true,false,null,{"b":"\n"}]}}"#,
+        b"{\"id\":35,\"other\":\"ctl\x01inside\"}",
+        b"{\"id\":36,\"name\":\"del\x7finside\"}",
+        br#"{"id":37,"x":[1,2,],"name":"x"}"#,
+        br#"{"id":38,"x":{"a":1,},"name":"x"}"#,
+        br#"{"id":39,"x":{"a" 1},"name":"x"}"#,
+        br#"{"id":40,"x":[1 2]}"#,
+        br#"{"id":41,"x":tru}"#,
+        br#"{"id":42,"x":nul,"name":"y"}"#,
+        br#"{"id":43,"x":-,"name":"y"}"#,
+        br#"{"id":44,"x":1e,"name":"y"}"#,
+        br#"{"id":45,"x":1.5e+,"name":"y"}"#,
+        br#"{"id":46,"x":+1}"#,
+        br#"{"id":47,,"name":"y"}"#,
+        br#"{,"id":48}"#,
+        br#"{"id":49}}"#,
+        br#"{"id":50}{"id":51}"#,
+        br#"{"id":52,"active":tRue}"#,
+        br#"{"id":53,"name":true,"score":false,"active":null}"#,
+        br#"{"id":54,"name":"x","name":"y","name":null}"#,
+        br#"{"id":55,"small":"12","amount":12.5,"day":20000,"at":1700000000000,"ltz":"2026-12-01T10:00:00Z"}"#,
+        br#"{"id":56,"at":"2026-12-01 10:00:00","day":"2026-13-01"}"#,
+        br#"{"id":57,"blob":"AAEC","amount":"99999999.99"}"#,
+        br#"{"id":58,"amount":"999999999.99"}"#,
+        br#"{"id":"59 ","small":" 3"}"#,
+        br#"{"id":60,"name":["a"]}"#,
+        br#"{"id":61,"name":{}}"#,
+        br#"{"id":62,"x":[],"y":{},"z":[[]],"name":"ok"}"#,
     ];
     for payload in payloads {
         agree(payload);
@@ -105,6 +163,35 @@ fn tricky_payloads_map_alike() {
         agree(deep.as_bytes());
         let deep = format!(r#"{{"id":1,"name":{}1{}}}"#, "[".repeat(depth), "]".repeat(depth));
         agree(deep.as_bytes());
+    }
+    // Around the quick reader's own depth limit, in arrays and objects.
+    for depth in [62, 63, 64, 65, 66] {
+        let deep = format!(
+            r#"{{"id":1,"x":{}1{},"name":"n"}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        agree(deep.as_bytes());
+        let deep = format!(
+            r#"{{"id":1,"x":{}1{},"name":"n"}}"#,
+            r#"{"a":"#.repeat(depth),
+            "}".repeat(depth)
+        );
+        agree(deep.as_bytes());
+    }
+    // A quote, backslash or control character at every place of a string
+    // that spans the reader's eight-byte words.
+    for len in 0..20 {
+        for at in 0..len {
+            for special in [b'"', b'\\', 0x01, 0x1f, 0x7f, 0xc3] {
+                let mut text = vec![b'a'; len];
+                text[at] = special;
+                let mut payload = br#"{"id":1,"name":""#.to_vec();
+                payload.extend_from_slice(&text);
+                payload.extend_from_slice(br#"","small":2}"#);
+                agree(&payload);
+            }
+        }
     }
 }
 

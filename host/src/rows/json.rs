@@ -56,7 +56,8 @@ impl JsonMapping {
         Self {
             mapper: JsonMapper::new(columns)
                 .partial_update(self.mapper.is_partial_update())
-                .with_parser(self.mapper.parser()),
+                .with_parser(self.mapper.parser())
+                .flat_first(self.mapper.is_flat_first()),
             ..self
         }
     }
@@ -66,6 +67,16 @@ impl JsonMapping {
     pub fn with_parser(self, parser: json::JsonParser) -> Self {
         Self {
             mapper: self.mapper.with_parser(parser),
+            ..self
+        }
+    }
+
+    /// Whether flat objects are read by the quick reader before the parser
+    /// (the default; see [`json::JsonMapper::flat_first`]). Off only to
+    /// compare the two.
+    pub fn with_flat_first(self, on: bool) -> Self {
+        Self {
+            mapper: self.mapper.flat_first(on),
             ..self
         }
     }

@@ -31,6 +31,7 @@ use crate::types::{Column, DataType};
 use crate::{Cell, RowKind, RowSink};
 
 mod convert;
+mod flat;
 mod skip;
 
 use convert::ValueSeed;
@@ -66,6 +67,7 @@ pub struct JsonMapper {
     columns: Vec<Column>,
     partial: bool,
     parser: JsonParser,
+    flat_first: bool,
 }
 
 /// The JSON parser a [`JsonMapper`] reads payloads with. Both give the same
@@ -112,6 +114,7 @@ impl JsonMapper {
             columns,
             partial: false,
             parser: JsonParser::default(),
+            flat_first: true,
         }
     }
 
@@ -127,6 +130,21 @@ impl JsonMapper {
     pub fn with_parser(mut self, parser: JsonParser) -> Self {
         self.parser = parser;
         self
+    }
+
+    /// With `on` (the default), a flat object whose strings have no escapes
+    /// is read by a quick reader of its own before the parser is asked; the
+    /// parser reads whatever that reader is not sure of, and every refusal
+    /// is the parser's. Off, the parser reads every payload: for comparing
+    /// the two.
+    pub fn flat_first(mut self, on: bool) -> Self {
+        self.flat_first = on;
+        self
+    }
+
+    /// Whether the quick reader of flat objects goes first.
+    pub fn is_flat_first(&self) -> bool {
+        self.flat_first
     }
 
     /// The parser payloads are read with.
@@ -205,8 +223,18 @@ impl JsonMapper {
         }
     }
 
-    /// Parses `payload` into `slots`, one per column.
+    /// Parses `payload` into `slots`, one per column: a flat object with
+    /// plain strings quickly (see [`flat`]), anything else, and every
+    /// refusal, with the mapper's parser.
     fn parse<'de>(&self, payload: &'de [u8], slots: &mut [Option<Typed<'de>>]) -> Result<(), MapError> {
+        if self.flat_first
+            && let Ok(text) = simdutf8::basic::from_utf8(payload)
+        {
+            if flat::read_flat_object(self, text, slots) {
+                return Ok(());
+            }
+            slots.iter_mut().for_each(|slot| *slot = None);
+        }
         self.parse_with(self.parser, payload, slots)
     }
 
