@@ -269,18 +269,25 @@ impl<'de> Reader<'de> {
     }
 }
 
-/// Where the first quote, backslash or control character of `bytes` is,
-/// eight bytes at a time.
+/// How many bytes of a string [`string_end`] scans a word at a time before
+/// it hands the rest to memchr (whose call costs more than a short string).
+const SHORT_STRING: usize = 64;
+
+/// Where the first quote, backslash or control character of `bytes` is:
+/// the first [`SHORT_STRING`] bytes eight at a time, the rest by finding
+/// the first quote or backslash with SIMD (memchr) and checking the bytes
+/// before it for control characters in one pass without branches.
 fn string_end(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
     // The high bit of each byte that is zero, exact up to the first one
     // (a borrow may mark bytes past it, never before it).
     let zeros = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
-    let mut chunks = bytes.chunks_exact(8);
+    let head = &bytes[..bytes.len().min(SHORT_STRING)];
+    let mut words = head.chunks_exact(8);
     let mut at = 0;
-    for chunk in chunks.by_ref() {
-        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+    for word in words.by_ref() {
+        let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
         let found = zeros(word ^ (ONES * u64::from(b'"')))
             | zeros(word ^ (ONES * u64::from(b'\\')))
             | (word.wrapping_sub(ONES * 0x20) & !word & HIGHS);
@@ -289,10 +296,18 @@ fn string_end(bytes: &[u8]) -> Option<usize> {
         }
         at += 8;
     }
-    let tail = chunks.remainder();
-    tail.iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-        .map(|i| at + i)
+    let special = |b: &u8| *b == b'"' || *b == b'\\' || *b < 0x20;
+    if let Some(i) = words.remainder().iter().position(special) {
+        return Some(at + i);
+    }
+    let rest = &bytes[head.len()..];
+    let end = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+    let before = &rest[..end];
+    let at = head.len();
+    if before.iter().fold(false, |seen, &b| seen | (b < 0x20)) {
+        return before.iter().position(|&b| b < 0x20).map(|i| at + i);
+    }
+    (end < rest.len()).then_some(at + end)
 }
 
 #[cfg(test)]
@@ -359,7 +374,7 @@ mod tests {
 
     #[test]
     fn string_end_finds_the_first_quote_backslash_or_control_character() {
-        for len in 0..40 {
+        for len in 0..(SHORT_STRING * 3) {
             for at in 0..len {
                 for special in [b'"', b'\\', 0x00, 0x1f] {
                     for before in [b'a', 0x20, 0x7f, 0x80, 0xff, b'"' + 1, b'\\' - 1] {
