@@ -73,7 +73,7 @@ fn millis_to_micros(v: i128) -> Result<i64, String> {
 /// Checks decimal text and returns it trimmed; the host rescales it to the
 /// column's scale when it writes.
 fn check_decimal(text: &str, precision: u8, scale: u8) -> Result<&str, String> {
-    let t = text.trim();
+    let t = trim(text);
     let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
     let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
     let valid = !(int.is_empty() && frac.is_empty())
@@ -89,6 +89,17 @@ fn check_decimal(text: &str, precision: u8, scale: u8) -> Result<&str, String> {
         ));
     }
     Ok(t)
+}
+
+/// `s` without leading and trailing whitespace, as [`str::trim`] has it;
+/// text that starts and ends with a visible ASCII character (nearly all)
+/// is returned as it is without decoding a character.
+fn trim(s: &str) -> &str {
+    match s.as_bytes() {
+        [first, .., last] if first.is_ascii_graphic() && last.is_ascii_graphic() => s,
+        [only] if only.is_ascii_graphic() => s,
+        _ => s.trim(),
+    }
 }
 
 /// Digits `s[at..at + n]` as a number, if they are all ASCII digits.
@@ -142,7 +153,7 @@ pub(super) fn fast_iso_timestamp(s: &[u8]) -> Option<NaiveDateTime> {
 }
 
 fn parse_timestamp(s: &str) -> Option<NaiveDateTime> {
-    let s = s.trim();
+    let s = trim(s);
     if let Some(fast) = fast_iso_timestamp(s.as_bytes()) {
         return Some(fast);
     }
@@ -163,27 +174,27 @@ fn text<'de>(t: DataType, s: Cow<'de, str>) -> Converted<'de> {
     let what = || format!("\"{s}\" is not a {t}");
     Ok(match t {
         DataType::String | DataType::Char(_) => Typed::Text(s),
-        DataType::Boolean => match s.trim() {
+        DataType::Boolean => match trim(&s) {
             "true" => Typed::Boolean(true),
             "false" => Typed::Boolean(false),
             _ => return Err(what()),
         },
         DataType::TinyInt | DataType::SmallInt | DataType::Int | DataType::BigInt => {
-            let v: i128 = s.trim().parse().map_err(|_| what())?;
+            let v: i128 = trim(&s).parse().map_err(|_| what())?;
             return integer(t, v);
         }
-        DataType::Float => Typed::Float(s.trim().parse().map_err(|_| what())?),
-        DataType::Double => Typed::Double(s.trim().parse().map_err(|_| what())?),
+        DataType::Float => Typed::Float(trim(&s).parse().map_err(|_| what())?),
+        DataType::Double => Typed::Double(trim(&s).parse().map_err(|_| what())?),
         DataType::Decimal(p, sc) => {
             check_decimal(&s, p, sc)?;
             Typed::Decimal(match s {
-                Cow::Borrowed(b) => Cow::Borrowed(b.trim()),
-                Cow::Owned(o) => Cow::Owned(o.trim().to_string()),
+                Cow::Borrowed(b) => Cow::Borrowed(trim(b)),
+                Cow::Owned(o) => Cow::Owned(trim(&o).to_string()),
             })
         }
         DataType::Bytes | DataType::Binary(_) => {
             let bytes = base64::engine::general_purpose::STANDARD
-                .decode(s.trim())
+                .decode(trim(&s))
                 .map_err(|e| format!("\"{s}\" is not standard base64: {e}"))?;
             if let DataType::Binary(n) = t
                 && bytes.len() != n as usize
@@ -196,19 +207,19 @@ fn text<'de>(t: DataType, s: Cow<'de, str>) -> Converted<'de> {
             Typed::Bytes(bytes)
         }
         DataType::Date => {
-            let t = s.trim().as_bytes();
+            let t = trim(&s).as_bytes();
             let fast = (t.len() == 10 && t[4] == b'-' && t[7] == b'-')
                 .then(|| NaiveDate::from_ymd_opt(digits(t, 0, 4)? as i32, digits(t, 5, 2)?, digits(t, 8, 2)?))
                 .flatten();
             let d = match fast {
                 Some(d) => d,
-                None => NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").map_err(|_| what())?,
+                None => NaiveDate::parse_from_str(trim(&s), "%Y-%m-%d").map_err(|_| what())?,
             };
             Typed::Date((d - NaiveDate::from_ymd_opt(1970, 1, 1).expect("epoch")).num_days() as i32)
         }
         DataType::Time(_) => {
-            let tm = NaiveTime::parse_from_str(s.trim(), "%H:%M:%S%.f")
-                .or_else(|_| NaiveTime::parse_from_str(s.trim(), "%H:%M"))
+            let tm = NaiveTime::parse_from_str(trim(&s), "%H:%M:%S%.f")
+                .or_else(|_| NaiveTime::parse_from_str(trim(&s), "%H:%M"))
                 .map_err(|_| what())?;
             Typed::Time((tm.num_seconds_from_midnight() * 1000 + tm.nanosecond() / 1_000_000) as i32)
         }
@@ -295,5 +306,34 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
             "found an array, expected a {}",
             self.column.data_type
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trim;
+
+    #[test]
+    fn trim_is_str_trim() {
+        for text in [
+            "",
+            " ",
+            "a",
+            " a",
+            "a ",
+            "12.5",
+            "\t12.5\n",
+            "\u{a0}1\u{a0}",
+            "\u{3000}x",
+            "x\u{85}",
+            "é",
+            " é ",
+            "a b",
+            "\u{2028}",
+            "-",
+            "\u{7f}a\u{7f}",
+        ] {
+            assert_eq!(trim(text), text.trim(), "{text:?}");
+        }
     }
 }
