@@ -313,20 +313,12 @@ fn string_end(bytes: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Column, DataType};
-
-    fn mapper() -> JsonMapper {
-        JsonMapper::new(vec![
-            Column::new("id", DataType::BigInt, false),
-            Column::new("name", DataType::String, true),
-            Column::new("amount", DataType::Decimal(10, 2), true),
-        ])
-    }
+    use crate::json::tests::mapper;
 
     /// Whether the quick reader read `payload` itself, and the id it read.
     fn read(payload: &str) -> Option<i64> {
         let mapper = mapper();
-        let mut slots = [None, None, None];
+        let mut slots: Vec<Option<Typed<'_>>> = mapper.columns().iter().map(|_| None).collect();
         read_flat_object(&mapper, payload, &mut slots).then(|| match slots[0] {
             Some(Typed::BigInt(id)) => id,
             _ => -1,

@@ -444,7 +444,8 @@ mod tests {
     use super::*;
     use crate::{Rows, RowsBuilder};
 
-    fn mapper() -> JsonMapper {
+    /// A mapper onto eight columns of most types, `id` first (BIGINT NOT NULL).
+    pub(super) fn mapper() -> JsonMapper {
         JsonMapper::new(vec![
             Column::new("id", DataType::BigInt, false),
             Column::new("name", DataType::String, true),
