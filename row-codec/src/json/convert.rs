@@ -74,15 +74,29 @@ fn millis_to_micros(v: i128) -> Result<i64, String> {
 /// column's scale when it writes.
 fn check_decimal(text: &str, precision: u8, scale: u8) -> Result<&str, String> {
     let t = trim(text);
-    let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
-    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-    let valid = !(int.is_empty() && frac.is_empty())
-        && int.bytes().all(|b| b.is_ascii_digit())
-        && frac.bytes().all(|b| b.is_ascii_digit());
-    if !valid {
+    let bytes = t.as_bytes();
+    let unsigned = match bytes.first() {
+        Some(b'-' | b'+') => &bytes[1..],
+        _ => bytes,
+    };
+    // One pass: digits with at most one point, and the integer digits
+    // after any leading zeros.
+    let (mut int_digits, mut point, mut leading_zeros) = (0, false, true);
+    for &b in unsigned {
+        match b {
+            b'.' if !point => point = true,
+            b'0' if leading_zeros && !point => {}
+            b'0'..=b'9' if !point => {
+                leading_zeros = false;
+                int_digits += 1;
+            }
+            b'0'..=b'9' => {}
+            _ => return Err(format!("\"{text}\" is not a decimal number")),
+        }
+    }
+    if unsigned.len() == usize::from(point) {
         return Err(format!("\"{text}\" is not a decimal number"));
     }
-    let int_digits = int.trim_start_matches('0').len();
     if int_digits > (precision - scale) as usize {
         return Err(format!(
             "{t} has {int_digits} integer digits, more than DECIMAL({precision}, {scale}) holds"
@@ -311,7 +325,42 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::trim;
+    use super::{check_decimal, trim};
+
+    #[test]
+    fn decimals_are_digits_with_one_point_and_room_for_their_integer_part() {
+        let not_a_number = |t: &str| Err(format!("\"{t}\" is not a decimal number"));
+        for (text, checked) in [
+            ("12.30", Ok("12.30")),
+            (" -12.3 ", Ok("-12.3")),
+            ("+7", Ok("+7")),
+            ("5.", Ok("5.")),
+            (".5", Ok(".5")),
+            ("-.5", Ok("-.5")),
+            ("0000123.45", Ok("0000123.45")),
+            ("0.000", Ok("0.000")),
+            ("", not_a_number("")),
+            ("-", not_a_number("-")),
+            (".", not_a_number(".")),
+            ("+.", not_a_number("+.")),
+            ("1.2.3", not_a_number("1.2.3")),
+            ("--1", not_a_number("--1")),
+            ("1e5", not_a_number("1e5")),
+            ("1 2", not_a_number("1 2")),
+            ("\u{663}", not_a_number("\u{663}")),
+            (
+                "1234.5",
+                Err("1234.5 has 4 integer digits, more than DECIMAL(5, 2) holds".into()),
+            ),
+            (
+                "-00100.000",
+                Err("-00100.000 has 3 integer digits, more than DECIMAL(4, 2) holds".into()),
+            ),
+        ] {
+            let precision = if text.contains("100.") { 4 } else { 5 };
+            assert_eq!(check_decimal(text, precision, 2), checked, "{text:?}");
+        }
+    }
 
     #[test]
     fn trim_is_str_trim() {

@@ -111,7 +111,9 @@ impl<'de> Reader<'de> {
     }
 
     /// A string without escapes or control characters, the cursor on its
-    /// opening quote.
+    /// opening quote. Inlined: a row has a dozen strings, keys included, and
+    /// a call cost a fifth of a short one.
+    #[inline(always)]
     fn string(&mut self) -> Option<&'de str> {
         self.expect(b'"')?;
         let start = self.at;

@@ -23,9 +23,9 @@
 //! Fields without a column are ignored. Objects and arrays convert to nothing.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+#[cfg(not(target_arch = "wasm32"))]
+use serde::Deserializer as _;
 
 use crate::types::{Column, DataType};
 use crate::{Cell, RowKind, RowSink};
@@ -33,9 +33,10 @@ use crate::{Cell, RowKind, RowSink};
 mod convert;
 mod flat;
 mod skip;
+mod visit;
 
-use convert::ValueSeed;
 use skip::Skip;
+use visit::{ObjectVisitor, serde_json_object};
 
 /// Why a JSON payload did not become a row.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -227,21 +228,25 @@ impl JsonMapper {
     /// plain strings quickly (see [`flat`]), anything else, and every
     /// refusal, with the mapper's parser.
     fn parse<'de>(&self, payload: &'de [u8], slots: &mut [Option<Typed<'de>>]) -> Result<(), MapError> {
-        if self.flat_first
-            && let Ok(text) = simdutf8::basic::from_utf8(payload)
-        {
-            if flat::read_flat_object(self, text, slots) {
-                return Ok(());
-            }
-            slots.iter_mut().for_each(|slot| *slot = None);
+        let mut utf8 = Utf8::Unchecked;
+        if self.flat_first {
+            utf8 = match simdutf8::basic::from_utf8(payload) {
+                Ok(text) if flat::read_flat_object(self, text, slots) => return Ok(()),
+                Ok(text) => {
+                    slots.iter_mut().for_each(|slot| *slot = None);
+                    Utf8::Valid(text)
+                }
+                Err(_) => Utf8::Invalid,
+            };
         }
-        self.parse_with(self.parser, payload, slots)
+        self.parse_with(self.parser, payload, utf8, slots)
     }
 
     fn parse_with<'de>(
         &self,
         parser: JsonParser,
         payload: &'de [u8],
+        utf8: Utf8<'de>,
         slots: &mut [Option<Typed<'de>>],
     ) -> Result<(), MapError> {
         let mut failure = None;
@@ -261,9 +266,9 @@ impl JsonMapper {
             // whole payload lets it read the same text as a `str`, unchecked.
             // A payload that is not UTF-8 is read from bytes, so that its
             // refusal is serde_json's own, as before.
-            JsonParser::SerdeJson => match simdutf8::basic::from_utf8(payload) {
-                Ok(text) => serde_json_object(serde_json::Deserializer::from_str(text), visitor),
-                Err(_) => serde_json_object(serde_json::Deserializer::from_slice(payload), visitor),
+            JsonParser::SerdeJson => match utf8.text(payload) {
+                Some(text) => serde_json_object(serde_json::Deserializer::from_str(text), visitor),
+                None => serde_json_object(serde_json::Deserializer::from_slice(payload), visitor),
             },
             #[cfg(not(target_arch = "wasm32"))]
             JsonParser::Sonic => {
@@ -272,7 +277,7 @@ impl JsonMapper {
                 // recursively: a payload of 200,000 `[` overflowed the stack
                 // (found by fuzzing).
                 if !starts_an_object(payload) {
-                    return self.parse_with(JsonParser::SerdeJson, payload, slots);
+                    return self.parse_with(JsonParser::SerdeJson, payload, utf8, slots);
                 }
                 let mut de = sonic_rs::Deserializer::from_slice(payload);
                 let parsed = de.deserialize_map(visitor).and_then(|()| de.end());
@@ -286,7 +291,7 @@ impl JsonMapper {
                 // the rare payload pays, not the others.
                 if parsed.is_err() || failure.is_some() || zero.get() {
                     slots.iter_mut().for_each(|slot| *slot = None);
-                    return self.parse_with(JsonParser::SerdeJson, payload, slots);
+                    return self.parse_with(JsonParser::SerdeJson, payload, utf8, slots);
                 }
                 Ok(())
             }
@@ -299,22 +304,57 @@ impl JsonMapper {
 
     #[inline]
     fn find(&self, key: &str, hint: usize) -> Option<usize> {
-        if self.columns.get(hint).is_some_and(|c| c.name == key) {
+        let key = key.as_bytes();
+        if self
+            .columns
+            .get(hint)
+            .is_some_and(|c| same_bytes(c.name.as_bytes(), key))
+        {
             return Some(hint);
         }
-        self.columns.iter().position(|c| c.name == key)
+        self.columns
+            .iter()
+            .position(|c| same_bytes(c.name.as_bytes(), key))
     }
 }
 
-/// Reads one JSON object with `de` into `visitor`, then the end of the input.
-fn serde_json_object<'de, R: serde_json::de::Read<'de>>(
-    mut de: serde_json::Deserializer<R>,
-    visitor: ObjectVisitor<'_, 'de>,
-) -> Result<(), MapError> {
-    match de.deserialize_map(visitor).and_then(|()| de.end()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.is_data() => Err(MapError::NotAnObject),
-        Err(e) => Err(MapError::InvalidJson(e.to_string())),
+/// `a == b` a word at a time: field names are short, and `==` calls
+/// `memcmp`, which WebAssembly's runtime library compares a byte at a time.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("eight bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("four bytes"));
+    match n {
+        0..4 => a.iter().zip(b).all(|(x, y)| x == y),
+        // Two words that overlap cover the whole name.
+        4..8 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        _ => (0..n / 8).all(|i| word(a, i * 8) == word(b, i * 8)) && word(a, n - 8) == word(b, n - 8),
+    }
+}
+
+/// What [`JsonMapper::parse`] already knows of a payload's UTF-8, so that
+/// a payload the quick reader hands on is not checked again.
+#[derive(Debug, Clone, Copy)]
+enum Utf8<'de> {
+    /// Not checked yet.
+    Unchecked,
+    /// Checked: the payload as text.
+    Valid(&'de str),
+    /// Checked: not UTF-8.
+    Invalid,
+}
+
+impl<'de> Utf8<'de> {
+    /// `payload` as text if it is UTF-8, checking it only if not done yet.
+    fn text(self, payload: &'de [u8]) -> Option<&'de str> {
+        match self {
+            Utf8::Unchecked => simdutf8::basic::from_utf8(payload).ok(),
+            Utf8::Valid(text) => Some(text),
+            Utf8::Invalid => None,
+        }
     }
 }
 
@@ -361,309 +401,5 @@ impl JsonField {
     }
 }
 
-struct ObjectVisitor<'a, 'de> {
-    mapper: &'a JsonMapper,
-    slots: &'a mut [Option<Typed<'de>>],
-    failure: &'a mut Option<MapError>,
-    /// Set when a mapped value was a floating-point zero (see `parse_with`).
-    zero: &'a std::cell::Cell<bool>,
-    /// How fields without a column are skipped.
-    skip: Skip,
-}
-
-impl<'de> Visitor<'de> for ObjectVisitor<'_, 'de> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut hint = 0;
-        while let Some(found) = map.next_key_seed(KeySeed {
-            mapper: self.mapper,
-            hint,
-        })? {
-            match found {
-                Some(index) => {
-                    let column = &self.mapper.columns[index];
-                    match map.next_value_seed(ValueSeed {
-                        column,
-                        zero: self.zero,
-                        skip: self.skip,
-                    }) {
-                        Ok(Ok(value)) => self.slots[index] = Some(value),
-                        Ok(Err(reason)) => {
-                            *self.failure = Some(MapError::Convert {
-                                column: column.name.clone(),
-                                data_type: column.data_type,
-                                reason,
-                            });
-                            return Err(de::Error::custom("conversion failed"));
-                        }
-                        Err(e) => return Err(e),
-                    }
-                    hint = index + 1;
-                }
-                None => {
-                    map.next_value_seed(self.skip)?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-struct KeySeed<'a> {
-    mapper: &'a JsonMapper,
-    hint: usize,
-}
-
-impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
-    type Value = Option<usize>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for KeySeed<'_> {
-    type Value = Option<usize>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a field name")
-    }
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
-        Ok(self.mapper.find(key, self.hint))
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use chrono::{DateTime, NaiveDateTime};
-
-    use super::convert::fast_iso_timestamp;
-    use super::*;
-    use crate::{Rows, RowsBuilder};
-
-    /// A mapper onto eight columns of most types, `id` first (BIGINT NOT NULL).
-    pub(super) fn mapper() -> JsonMapper {
-        JsonMapper::new(vec![
-            Column::new("id", DataType::BigInt, false),
-            Column::new("name", DataType::String, true),
-            Column::new("amount", DataType::Decimal(10, 2), true),
-            Column::new("day", DataType::Date, true),
-            Column::new("at", DataType::TimestampLtz(6), true),
-            Column::new("blob", DataType::Bytes, true),
-            Column::new("ok", DataType::Boolean, true),
-            Column::new("ratio", DataType::Float, true),
-        ])
-    }
-
-    fn cells(payload: &str) -> Result<Vec<String>, MapError> {
-        let mut out = RowsBuilder::new();
-        mapper().map_into(payload.as_bytes(), RowKind::Append, 0, &mut out)?;
-        let bytes = out.into_bytes();
-        let row = Rows::new(&bytes).next().unwrap().unwrap();
-        Ok(row.cells().map(|c| format!("{c:?}")).collect())
-    }
-
-    #[test]
-    fn maps_fields_by_name_in_any_order() {
-        let got = cells(
-            r#"{"at":"2024-01-02T03:04:05.5+01:00","extra":[1,{"x":2}],"name":"a\"b","id":7,
-                "amount":"12.30","day":"2024-01-02","blob":"AAE=","ok":true,"ratio":0.5}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            got,
-            vec![
-                "BigInt(7)",
-                "String(\"a\\\"b\")",
-                "Decimal(\"12.30\")",
-                "Date(19724)",
-                "TimestampLtz(1704161045500000)",
-                "Bytes([0, 1])",
-                "Boolean(true)",
-                "Float(0.5)",
-            ]
-        );
-    }
-
-    #[test]
-    fn under_partial_update_missing_fields_are_absent_and_null_stays_null() {
-        let mut out = RowsBuilder::new();
-        let partial = mapper().partial_update(true);
-        partial
-            .map_into(
-                br#"{"id": 7, "name": null, "ok": true}"#,
-                RowKind::Upsert,
-                0,
-                &mut out,
-            )
-            .unwrap();
-        let err = partial
-            .map_into(br#"{"name": "x"}"#, RowKind::Upsert, 0, &mut out)
-            .unwrap_err();
-        assert_eq!(err, MapError::MissingValue("id".into()), "keys stay required");
-        let bytes = out.into_bytes();
-        let row = Rows::new(&bytes).next().unwrap().unwrap();
-        let got: Vec<String> = row.cells().map(|c| format!("{c:?}")).collect();
-        assert_eq!(
-            got,
-            [
-                "BigInt(7)",
-                "Null",
-                "Absent",
-                "Absent",
-                "Absent",
-                "Absent",
-                "Boolean(true)",
-                "Absent"
-            ]
-        );
-    }
-
-    #[test]
-    fn missing_nullable_fields_become_null() {
-        let got = cells(r#"{"id": "42"}"#).unwrap();
-        assert_eq!(got[0], "BigInt(42)");
-        assert!(got[1..].iter().all(|c| c == "Null"));
-        assert_eq!(format!("{:?}", Cell::Null), "Null");
-    }
-
-    #[test]
-    fn errors_name_the_column_and_the_value() {
-        assert_eq!(
-            cells(r#"{"name": "x"}"#).unwrap_err(),
-            MapError::MissingValue("id".into())
-        );
-        assert_eq!(
-            cells(r#"{"id": null}"#).unwrap_err(),
-            MapError::MissingValue("id".into())
-        );
-        let err = cells(r#"{"id": "seven"}"#).unwrap_err().to_string();
-        assert_eq!(err, "column `id` (BIGINT): \"seven\" is not a BIGINT");
-        let err = cells(r#"{"id": 1, "amount": 123456789.5}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("integer digits"), "{err}");
-        let err = cells(r#"{"id": 1, "day": {"y": 1}}"#).unwrap_err().to_string();
-        assert_eq!(err, "column `day` (DATE): found an object, expected a DATE");
-        let err = cells(r#"{"id": 1.5}"#).unwrap_err().to_string();
-        assert!(err.contains("found the number 1.5"), "{err}");
-        assert_eq!(cells("[1,2]").unwrap_err(), MapError::NotAnObject);
-        assert!(matches!(
-            cells("{\"id\": 1").unwrap_err(),
-            MapError::InvalidJson(_)
-        ));
-        assert!(matches!(
-            cells("{\"id\": 1} x").unwrap_err(),
-            MapError::InvalidJson(_)
-        ));
-    }
-
-    #[test]
-    fn field_text_reads_one_field() {
-        assert_eq!(
-            field_text(br#"{"a":1,"t":"x"}"#, "t").unwrap().as_deref(),
-            Some("x")
-        );
-        assert_eq!(field_text(br#"{"t":12}"#, "t").unwrap().as_deref(), Some("12"));
-        assert_eq!(field_text(br#"{"a":1}"#, "t").unwrap(), None);
-        assert!(field_text(br#"{"t":{}}"#, "t").is_err());
-    }
-
-    #[test]
-    fn one_field_reader_reads_each_payload_on_its_own() {
-        let tenant = JsonField::new("t");
-        let payloads: [&[u8]; 4] = [br#"{"t":"a"}"#, br#"{"x":1}"#, b"not json", br#"{"t":"b","u":2}"#];
-        let read: Vec<Result<Option<String>, bool>> = payloads
-            .iter()
-            .map(|p| tenant.text(p).map_err(|_| true))
-            .collect();
-        assert_eq!(
-            read,
-            [Ok(Some("a".into())), Ok(None), Err(true), Ok(Some("b".into()))]
-        );
-    }
-
-    #[test]
-    fn integers_widen_and_range_check() {
-        let m = JsonMapper::new(vec![Column::new("t", DataType::TinyInt, false)]);
-        let mut out = RowsBuilder::new();
-        assert!(m.map_into(br#"{"t": 127}"#, RowKind::Append, 0, &mut out).is_ok());
-        let err = m
-            .map_into(br#"{"t": 128}"#, RowKind::Append, 0, &mut out)
-            .unwrap_err();
-        assert_eq!(err.to_string(), "column `t` (TINYINT): 128 is out of range");
-        assert_eq!(out.row_count(), 1);
-    }
-
-    #[test]
-    fn the_fast_timestamp_path_agrees_with_chrono() {
-        for text in [
-            "2026-11-30T12:34:56",
-            "2026-11-30 12:34:56.5",
-            "2026-11-30T12:34:56.123456789",
-            "2026-11-30T12:34:56.1234567891",
-            "2026-11-30T12:34:56Z",
-            "2026-11-30T12:34:56.25+05:30",
-            "2026-11-30T01:00:00-02:00",
-            "2024-02-29T00:00:00",
-        ] {
-            let fast = fast_iso_timestamp(text.as_bytes()).unwrap_or_else(|| panic!("{text}"));
-            let slow = DateTime::parse_from_rfc3339(text)
-                .map(|d| d.naive_utc())
-                .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f"))
-                .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f"))
-                .unwrap();
-            assert_eq!(fast, slow, "{text}");
-        }
-        for bad in [
-            "2023-02-29T00:00:00",
-            "2026-11-30T25:00:00",
-            "2026-11-30T12:34:56.",
-            "2026-11-30T12:34:56+0530",
-        ] {
-            assert_eq!(fast_iso_timestamp(bad.as_bytes()), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn timestamps_accept_several_forms() {
-        let m = JsonMapper::new(vec![Column::new("ts", DataType::Timestamp(6), false)]);
-        for (input, micros) in [
-            (r#"{"ts": "1970-01-01T00:00:01"}"#, 1_000_000),
-            (r#"{"ts": "1970-01-01 00:00:01.25"}"#, 1_250_000),
-            (r#"{"ts": "1970-01-01T00:00:01Z"}"#, 1_000_000),
-            (r#"{"ts": 1500}"#, 1_500_000),
-        ] {
-            let mut out = RowsBuilder::new();
-            m.map_into(input.as_bytes(), RowKind::Append, 0, &mut out)
-                .unwrap();
-            let bytes = out.into_bytes();
-            let row = Rows::new(&bytes).next().unwrap().unwrap();
-            assert_eq!(row.cells().next().unwrap(), Cell::Timestamp(micros), "{input}");
-        }
-    }
-
-    /// Payloads that are not UTF-8 are read from bytes by serde_json, as
-    /// before the whole-payload check: a bad string is refused in
-    /// serde_json's own words, in a mapped field or in one without a column.
-    #[test]
-    fn payloads_that_are_not_utf8_are_refused_in_serde_jsons_words() {
-        let serde = mapper().with_parser(JsonParser::SerdeJson);
-        for payload in [
-            &b"{\"id\":1,\"name\":\"a\xffb\"}"[..],
-            b"{\"id\":1,\"other\":\"a\xffb\"}",
-            b"{\"id\":1,\"a\xffb\":2}",
-        ] {
-            let expected = serde_json::from_slice::<serde_json::Value>(payload).unwrap_err();
-            assert!(expected.to_string().contains("invalid unicode"), "{expected}");
-            let mut out = RowsBuilder::new();
-            assert_eq!(
-                serde.map_into(payload, RowKind::Append, 0, &mut out),
-                Err(MapError::InvalidJson(expected.to_string()))
-            );
-        }
-    }
-}
+mod tests;
