@@ -2,32 +2,48 @@
 //! column's scale: checked when a row is checked, converted when it is written.
 
 /// Decimal text as an unscaled integer at `scale`, rounded half away from
-/// zero, checked against `precision`.
+/// zero, checked against `precision`: one pass over the text's bytes.
 pub(crate) fn decimal_unscaled(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
     let t = text.trim();
-    let (negative, digits) = match t.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    let bytes = t.as_bytes();
+    let (negative, digits) = match bytes {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, bytes),
     };
-    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
     let bad = || format!("\"{text}\" is not a decimal number");
-    if (int.is_empty() && frac.is_empty()) || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+    let push = |v: i128, d: u8| v.checked_mul(10).and_then(|v| v.checked_add((d - b'0') as i128));
+    let scale = usize::from(scale);
+    // Fraction digits taken so far, `None` before the point.
+    let mut fraction: Option<usize> = None;
+    let (mut value, mut round_up, mut any_digit) = (0i128, false, false);
+    for &b in digits {
+        match (b, fraction) {
+            (b'.', None) => fraction = Some(0),
+            (b'0'..=b'9', None) => value = push(value, b).ok_or_else(bad)?,
+            (b'0'..=b'9', Some(taken)) => {
+                if taken < scale {
+                    value = push(value, b).ok_or_else(bad)?;
+                } else if taken == scale {
+                    round_up = b >= b'5';
+                }
+                fraction = Some(taken + 1);
+            }
+            _ => return Err(bad()),
+        }
+        any_digit |= b != b'.';
+    }
+    if !any_digit {
         return Err(bad());
     }
-    let mut value: i128 = 0;
-    let push = |v: i128, d: u8| v.checked_mul(10).and_then(|v| v.checked_add((d - b'0') as i128));
-    for d in int.bytes() {
-        value = push(value, d).ok_or_else(bad)?;
+    for _ in fraction.unwrap_or(0).min(scale)..scale {
+        value = push(value, b'0').ok_or_else(bad)?;
     }
-    let frac = frac.as_bytes();
-    for i in 0..scale as usize {
-        value = push(value, *frac.get(i).unwrap_or(&b'0')).ok_or_else(bad)?;
-    }
-    if frac.get(scale as usize).is_some_and(|&d| d >= b'5') {
+    if round_up {
         value += 1;
     }
     if value >= 10i128.pow(precision as u32) {
-        return Err(format!("{t} does not fit DECIMAL({precision}, {scale})"));
+        return Err(format!("{t} does not fit DECIMAL({precision}, {})", scale));
     }
     Ok(if negative { -value } else { value })
 }
@@ -53,5 +69,20 @@ mod tests {
                 .unwrap_err()
                 .contains("not a decimal")
         );
+        assert_eq!(decimal_unscaled(" 5. ", 10, 2), Ok(500));
+        assert_eq!(decimal_unscaled("+0.005", 10, 2), Ok(1));
+        assert_eq!(decimal_unscaled("0.0049", 10, 2), Ok(0));
+        assert_eq!(decimal_unscaled("-007.10", 5, 3), Ok(-7100));
+        assert_eq!(decimal_unscaled("12", 10, 0), Ok(12));
+        let past_i128 = "9".repeat(40);
+        for bad in [
+            "", ".", "-", "-.", "-+5", "+-5", "1.2.3", "1 2", "١", "0x10", &past_i128,
+        ] {
+            assert_eq!(
+                decimal_unscaled(bad, 38, 2),
+                Err(format!("\"{bad}\" is not a decimal number")),
+                "{bad:?}"
+            );
+        }
     }
 }
