@@ -13,68 +13,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::batch::{MessageBatch, PayloadSchema};
-use crate::config::{ConfigError, SinkConfig, TableType};
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
 use crate::rows::TransformOutput;
 use crate::rows::keyed::KeyedOutput;
-use crate::schema::{TablePath, TableSchema};
-use crate::spool::SpoolMode;
-use crate::transform::{Reloadable, TransformError};
-use crate::writer::{ChunkFinisher, FlussWriter, WriteError, WriteReport};
+use crate::schema::TablePath;
+use crate::transform::TransformError;
+use crate::writer::{ChunkFinisher, FlussWriter, WriteReport};
 
 mod chunks;
+mod error;
 mod making;
+mod open;
 mod reload;
 mod spooled;
 mod stage;
 
+pub(crate) use error::PipelineError;
 pub use stage::RowStage;
-
-/// Why an instance could not open or a batch could not be written.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum PipelineError {
-    /// The config is refused.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The transform did not load, or failed a batch as a whole.
-    #[error(transparent)]
-    Transform(#[from] TransformError),
-    /// Fluss could not be reached or did not take the rows.
-    #[error(transparent)]
-    Write(#[from] WriteError),
-    /// The sink table does not match what the config says it is.
-    #[error("table {table}: {reason}")]
-    TableMismatch {
-        /// The sink table.
-        table: TablePath,
-        /// What does not match.
-        reason: String,
-    },
-    /// The spool could not be opened, or a batch could not be made durable.
-    #[error(transparent)]
-    Spool(#[from] crate::spool::SpoolError),
-    /// The metrics endpoint could not start.
-    #[error(transparent)]
-    Metrics(#[from] crate::metrics::server::ServeError),
-    /// Making a batch's rows failed (shared by everyone waiting for them).
-    #[error(transparent)]
-    Rows(Arc<PipelineError>),
-    /// A worker task ended without a word (the runtime is shutting down).
-    #[error("internal error: {step}: the task ended without an answer")]
-    Unanswered {
-        /// What the task was doing.
-        step: &'static str,
-    },
-    /// A worker task ended without an answer (it panicked).
-    #[error("internal error: {step}: {source}")]
-    Worker {
-        /// What the task was doing.
-        step: &'static str,
-        /// How it ended.
-        source: tokio::task::JoinError,
-    },
-}
 
 /// Counts of messages since the instance opened.
 #[derive(Debug, Default)]
@@ -136,88 +92,6 @@ impl Held {
 }
 
 impl Pipeline {
-    /// Connects to Fluss, creates or reads the sink table, checks it against
-    /// the config, loads the transform, and opens the spool (whose drainer
-    /// replays what an earlier process left there before new batches).
-    /// `instance` labels its metrics (the runtime's connector id).
-    pub(crate) async fn open(config: SinkConfig, instance: u32) -> Result<Arc<Self>, PipelineError> {
-        let table = config.table_path()?;
-        let deadline = Deadline::after(config.open_timeout);
-        let metrics = Arc::new(InstanceMetrics::new(instance));
-        if let Some(address) = &config.metrics_address {
-            crate::metrics::server::ensure(address).await?;
-        }
-        let writer = FlussWriter::connect_within(config.writer_settings(), deadline)
-            .await?
-            .observed_by(metrics.clone());
-        let schema = match config.declared_schema()? {
-            Some(declared) => writer.ensure_table_within(&declared, deadline).await?,
-            None => writer.table_schema_within(&table, deadline).await?,
-        };
-        check_table(&config, &schema)?;
-        let (stage, reloadable) = {
-            let (config, schema) = (config.clone(), schema.clone());
-            tokio::task::spawn_blocking(move || match config.transform_spec() {
-                Some(spec) => {
-                    let reloadable = Arc::new(Reloadable::load(spec, std::slice::from_ref(&schema))?);
-                    Ok((RowStage::Wasm(reloadable.current()), Some(reloadable)))
-                }
-                None => RowStage::from_config(&config, &schema).map(|stage| (stage, None)),
-            })
-            .await
-            .map_err(|source| PipelineError::Worker {
-                step: "loading the transform",
-                source,
-            })?
-            .map_err(PipelineError::Transform)?
-        };
-        let stage = match config.table_type {
-            TableType::Log => stage.lean(
-                &schema,
-                writer.whole_batch_schema(&table, deadline).await?,
-                config.include_metadata,
-            ),
-            TableType::PrimaryKey => stage.keyed(
-                &schema,
-                writer.takes_keyed_rows(&table, deadline).await?,
-                config.include_metadata,
-            ),
-        };
-        let versions = reloadable.map(|r| {
-            let t = config.transform.as_ref().expect("a transform was loaded");
-            reload::Versions::new(r, t.reload, t.reload_check_interval, metrics.clone())
-        });
-        let spooler = match config.spool.mode {
-            SpoolMode::Off => None,
-            mode => {
-                let dir = config
-                    .spool
-                    .dir(&table)
-                    .ok_or(crate::spool::SpoolError::NoFolder)?;
-                Some(spooled::Spooler::open(
-                    mode,
-                    &dir,
-                    config.spool.max_bytes(),
-                    table.clone(),
-                    metrics.clone(),
-                )?)
-            }
-        };
-        tracing::info!(table = %table, "Fluss sink open");
-        let pipeline = Arc::new(Self {
-            table,
-            stage: Arc::new(stage),
-            versions,
-            metrics,
-            writer,
-            batch_size: config.batch_size,
-            stats: PipelineStats::default(),
-            spooler,
-        });
-        pipeline.start_drainer();
-        Ok(pipeline)
-    }
-
     /// Writes `batch` and returns what became of its messages, once every
     /// row is acknowledged or dead-lettered, within `delivery_timeout`. The
     /// rows of the batch's `batch_size` chunks are made side by side on the
@@ -499,37 +373,4 @@ impl ChunkOutput for KeyedOutput {
     fn append(&mut self, next: Self) {
         KeyedOutput::append(self, next);
     }
-}
-
-fn check_table(config: &SinkConfig, schema: &TableSchema) -> Result<(), PipelineError> {
-    let mismatch = |reason: String| {
-        Err(PipelineError::TableMismatch {
-            table: schema.path.clone(),
-            reason,
-        })
-    };
-    match (config.table_type, schema.has_primary_key()) {
-        (TableType::Log, true) => {
-            return mismatch(format!(
-                "it has primary key {:?}; set table_type = \"primary_key\"",
-                schema.primary_key
-            ));
-        }
-        (TableType::PrimaryKey, false) => {
-            return mismatch("it is a log table; set table_type = \"log\"".into());
-        }
-        _ => {}
-    }
-    if !config.primary_key_columns.is_empty() && config.primary_key_columns != schema.primary_key {
-        return mismatch(format!(
-            "its primary key is {:?}, the config says {:?}",
-            schema.primary_key, config.primary_key_columns
-        ));
-    }
-    if config.partial_update
-        && let Some(reason) = crate::rows::partial_update_refusal(schema)
-    {
-        return mismatch(format!("partial_update is on, but {reason}"));
-    }
-    Ok(())
 }
