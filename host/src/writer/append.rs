@@ -12,7 +12,8 @@ use arrow::record_batch::RecordBatch;
 use fluss::client::{AppendWriter, WriteResultFuture};
 use fluss_row_codec::RowView;
 
-use super::delivery::{Failure, racing_flush, undelivered};
+use super::delivery::racing_flush;
+use super::failure::{Failure, undelivered};
 use super::tables::Table;
 use super::{FlussWriter, MAX_BUFFER_WAIT, PendingRow, WriteError};
 use crate::deadline::Deadline;

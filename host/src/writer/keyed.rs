@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use super::delivery::{send_keyed, undelivered};
+use super::delivery::send_keyed;
+use super::failure::undelivered;
 use super::premade::TransformedChunk;
 use super::tables::{Sink, Table};
 use super::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};

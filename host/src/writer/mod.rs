@@ -19,6 +19,8 @@ mod arrow_ipc;
 mod columns;
 mod dead_letter;
 mod delivery;
+mod error;
+mod failure;
 mod keyed;
 mod made;
 pub(crate) mod nodelay;
@@ -49,6 +51,7 @@ use crate::schema::{TablePath, TableSchema};
 use tables::Table;
 
 pub(crate) use dead_letter::{check_dead_letter_table, dead_letter_schema};
+pub use error::{ClientError, WriteError};
 pub use made::{AllMade, MadeChunks};
 pub use premade::{ChunkFinisher, TransformedChunk};
 pub use settings::WriterSettings;
@@ -71,71 +74,6 @@ pub(crate) fn to_record_batch(
         .map(|(_, row)| row)
         .collect();
     crate::rows::to_fluss::record_batch(&rows, schema, arrow_schema)
-}
-
-/// Why a write failed as a whole.
-#[derive(Debug, thiserror::Error)]
-pub enum WriteError {
-    /// No connection to the cluster.
-    #[error("cannot connect to Fluss at {servers}: {source}")]
-    Connect {
-        /// The bootstrap servers.
-        servers: String,
-        /// The client's error.
-        source: ClientError,
-    },
-    /// Fluss failed a request about a table (looking it up, creating it or
-    /// its partitions).
-    #[error("table {table}: {}", step_and(step.as_deref(), source))]
-    Catalog {
-        /// Which table.
-        table: String,
-        /// What the writer asked for, when it says more than the error.
-        step: Option<String>,
-        /// The client's error.
-        source: ClientError,
-    },
-    /// A table could not be found, created or read.
-    #[error("table {table}: {reason}")]
-    Table {
-        /// Which table.
-        table: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// Fluss did not acknowledge a write before the call's deadline or within its retries.
-    #[error(
-        "Fluss did not acknowledge {what} before the deadline (delivery_timeout) or within {retries} retries: {reason}"
-    )]
-    Undelivered {
-        /// What was being written.
-        what: String,
-        /// Retries made.
-        retries: u32,
-        /// The last error, or why there is none.
-        reason: String,
-        /// The last error the client gave, when there was one.
-        #[source]
-        last_error: Option<ClientError>,
-    },
-    /// Fluss did not answer a step other than a write before the deadline.
-    #[error("Fluss did not answer before the deadline (delivery_timeout) while {step}")]
-    DeadlinePassed {
-        /// What the writer was doing.
-        step: String,
-    },
-}
-
-/// An error of fluss-rs's (`fluss::error::Error`; boxed, it is large), kept
-/// as a [`WriteError`]'s source: downcast it to read it.
-pub type ClientError = Box<dyn std::error::Error + Send + Sync>;
-
-/// `step: error`, or the error alone.
-fn step_and(step: Option<&str>, error: &ClientError) -> String {
-    match step {
-        Some(step) => format!("{step}: {error}"),
-        None => error.to_string(),
-    }
 }
 
 /// What became of a batch's messages.

@@ -126,7 +126,7 @@ impl FlussWriter {
                     tracing::info!(table = %path, partition = %name, "created partition");
                     partitioning.remember([name.clone()]);
                 }
-                Err(e) if super::delivery::classify(&e) == super::delivery::Failure::Permanent => {
+                Err(e) if super::failure::classify(&e) == super::failure::Failure::Permanent => {
                     refused.insert(
                         name.clone(),
                         format!("Fluss refused to create partition `{name}` of {path}: {e}"),

@@ -1,0 +1,124 @@
+//! What a failed write means: sorted into transient (send again),
+//! permanent (dead-letter) or an unknown table (look again), and the error a
+//! write that was never acknowledged ends with.
+
+use super::WriteError;
+
+/// What to do about a failed write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// Send it again (after a backoff).
+    Transient,
+    /// Sending it again cannot succeed: dead-letter it.
+    Permanent,
+    /// The server does not know the table: permanent if the table is truly
+    /// gone, transient if it exists (a restarted tablet server answers this
+    /// until it has loaded its replicas).
+    TableUnknown,
+}
+
+/// Sorts a write error. Transient errors are an explicit list (the network,
+/// timeouts, leaders and replicas not available, a full buffer, no server
+/// known to the client); everything else is permanent and dead-letters the
+/// message with the server's own message.
+pub(super) fn classify(error: &fluss::error::Error) -> Failure {
+    use fluss::error::Error as E;
+    use fluss::rpc::FlussError as F;
+    match error {
+        E::FlussAPIError { .. } => match error.api_error() {
+            Some(F::TableNotExist | F::UnknownTableOrBucketException | F::PartitionNotExists) => {
+                Failure::TableUnknown
+            }
+            Some(
+                F::NetworkException
+                | F::CorruptMessage
+                | F::CorruptRecordException
+                | F::SchemaNotExist
+                | F::LogStorageException
+                | F::KvStorageException
+                | F::StorageException
+                | F::NotLeaderOrFollower
+                | F::LeaderNotAvailableException
+                | F::FencedLeaderEpochException
+                | F::InvalidCoordinatorException
+                | F::RequestTimeOut
+                | F::NotEnoughReplicasException
+                | F::NotEnoughReplicasAfterAppendException
+                | F::OperationNotAttemptedException
+                | F::OutOfOrderSequenceException
+                | F::UnknownWriterIdException
+                | F::RetriableAuthenticateException
+                | F::StorageBackpressureException,
+            ) => Failure::Transient,
+            _ => Failure::Permanent,
+        },
+        // The connection failed, the buffer was full, or the client had no
+        // server to send to (fluss-rs reports "no tablet server available"
+        // and a dropped result channel as unexpected errors).
+        E::RpcError { .. }
+        | E::IoUnexpectedError { .. }
+        | E::BufferExhausted { .. }
+        | E::UnexpectedError { .. } => Failure::Transient,
+        _ => Failure::Permanent,
+    }
+}
+
+/// Not acknowledged, for `reason` (no error of the client's to keep).
+pub(super) fn undelivered(what: &str, retries: u32, reason: &str) -> WriteError {
+    WriteError::Undelivered {
+        what: what.into(),
+        retries,
+        reason: reason.into(),
+        last_error: None,
+    }
+}
+
+/// Not acknowledged: the retries ran out on `error`.
+pub(super) fn undelivered_after(what: &str, retries: u32, error: fluss::error::Error) -> WriteError {
+    WriteError::Undelivered {
+        what: what.into(),
+        retries,
+        reason: error.to_string(),
+        last_error: Some(Box::new(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_listed_errors_are_transient() {
+        use fluss::error::Error as E;
+        let api = |code: fluss::rpc::FlussError, message: &str| E::FlussAPIError {
+            api_error: fluss::rpc::ApiError {
+                code: code as i32,
+                message: message.into(),
+            },
+        };
+        use fluss::rpc::FlussError as F;
+        assert_eq!(
+            classify(&api(F::LeaderNotAvailableException, "")),
+            Failure::Transient
+        );
+        assert_eq!(classify(&api(F::RequestTimeOut, "")), Failure::Transient);
+        assert_eq!(classify(&api(F::TableNotExist, "")), Failure::TableUnknown);
+        assert_eq!(
+            classify(&api(F::UnknownServerError, "delete refused")),
+            Failure::Permanent
+        );
+        assert_eq!(classify(&api(F::InvalidTableException, "")), Failure::Permanent);
+        assert_eq!(
+            classify(&E::BufferExhausted {
+                message: "full".into()
+            }),
+            Failure::Transient
+        );
+        assert_eq!(
+            classify(&E::IllegalArgument {
+                message: "bad".into()
+            }),
+            Failure::Permanent
+        );
+    }
+}
