@@ -1,10 +1,31 @@
 //! Decimal text (how rows carry DECIMAL cells) as an unscaled integer at a
 //! column's scale: checked when a row is checked, converted when it is written.
 
+/// Powers of ten up to the largest DECIMAL precision, 38.
+const POW10: [i128; 39] = {
+    let mut table = [1i128; 39];
+    let mut i = 1;
+    while i < table.len() {
+        table[i] = table[i - 1] * 10;
+        i += 1;
+    }
+    table
+};
+
+/// Digits gathered in a `u64` before they are folded into the `i128`:
+/// 10^18 - 1 fits, and nearly every decimal has fewer digits, so most
+/// never touch 128-bit arithmetic.
+const SMALL_DIGITS: usize = 18;
+
 /// Decimal text as an unscaled integer at `scale`, rounded half away from
-/// zero, checked against `precision`: one pass over the text's bytes.
+/// zero, checked against `precision`.
 pub(crate) fn decimal_unscaled(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
-    let t = text.trim();
+    // Text that starts and ends with a visible ASCII character (nearly all)
+    // needs no trimming, and no decoding of characters to find that out.
+    let t = match text.as_bytes() {
+        [first, .., last] if first.is_ascii_graphic() && last.is_ascii_graphic() => text,
+        _ => text.trim(),
+    };
     let bytes = t.as_bytes();
     let (negative, digits) = match bytes {
         [b'-', rest @ ..] => (true, rest),
@@ -12,40 +33,81 @@ pub(crate) fn decimal_unscaled(text: &str, precision: u8, scale: u8) -> Result<i
         _ => (false, bytes),
     };
     let bad = || format!("\"{text}\" is not a decimal number");
-    let push = |v: i128, d: u8| v.checked_mul(10).and_then(|v| v.checked_add((d - b'0') as i128));
+    let (int, fraction) = match digits.iter().position(|&b| b == b'.') {
+        Some(point) => (&digits[..point], &digits[point + 1..]),
+        None => (digits, &[][..]),
+    };
     let scale = usize::from(scale);
-    // Fraction digits taken so far, `None` before the point.
-    let mut fraction: Option<usize> = None;
-    let (mut value, mut round_up, mut any_digit) = (0i128, false, false);
-    for &b in digits {
-        match (b, fraction) {
-            (b'.', None) => fraction = Some(0),
-            (b'0'..=b'9', None) => value = push(value, b).ok_or_else(bad)?,
-            (b'0'..=b'9', Some(taken)) => {
-                if taken < scale {
-                    value = push(value, b).ok_or_else(bad)?;
-                } else if taken == scale {
-                    round_up = b >= b'5';
-                }
-                fraction = Some(taken + 1);
+    let kept = &fraction[..fraction.len().min(scale)];
+    let round_up = fraction.get(scale).is_some_and(|&b| b >= b'5');
+    let mut value = if int.len() + kept.len() <= SMALL_DIGITS {
+        // Nearly every decimal: no 128-bit arithmetic until the end.
+        let small = int
+            .iter()
+            .chain(kept)
+            .try_fold(0u64, |v, &b| {
+                b.is_ascii_digit().then(|| v * 10 + u64::from(b - b'0'))
+            })
+            .ok_or_else(bad)?;
+        i128::from(small)
+            .checked_mul(POW10[scale - kept.len()])
+            .ok_or_else(bad)?
+    } else {
+        let mut wide = Unscaled::default();
+        for &b in int.iter().chain(kept) {
+            if !b.is_ascii_digit() {
+                return Err(bad());
             }
-            _ => return Err(bad()),
+            wide.push(b - b'0').ok_or_else(bad)?;
         }
-        any_digit |= b != b'.';
-    }
-    if !any_digit {
+        wide.finish(scale - kept.len()).ok_or_else(bad)?
+    };
+    if int.is_empty() && fraction.is_empty() || !fraction[kept.len()..].iter().all(u8::is_ascii_digit) {
         return Err(bad());
-    }
-    for _ in fraction.unwrap_or(0).min(scale)..scale {
-        value = push(value, b'0').ok_or_else(bad)?;
     }
     if round_up {
         value += 1;
     }
-    if value >= 10i128.pow(precision as u32) {
+    if value >= POW10[usize::from(precision).min(38)] {
         return Err(format!("{t} does not fit DECIMAL({precision}, {})", scale));
     }
     Ok(if negative { -value } else { value })
+}
+
+/// A non-negative integer past [`SMALL_DIGITS`] digits, read a digit at a
+/// time: the latest digits in a `u64`, folded into the `i128` every
+/// [`SMALL_DIGITS`] digits. `None` once it is past `i128`.
+#[derive(Default)]
+struct Unscaled {
+    wide: i128,
+    small: u64,
+    small_digits: usize,
+}
+
+impl Unscaled {
+    fn push(&mut self, digit: u8) -> Option<()> {
+        if self.small_digits == SMALL_DIGITS {
+            self.fold()?;
+        }
+        self.small = self.small * 10 + u64::from(digit);
+        self.small_digits += 1;
+        Some(())
+    }
+
+    fn fold(&mut self) -> Option<()> {
+        self.wide = self
+            .wide
+            .checked_mul(POW10[self.small_digits])?
+            .checked_add(i128::from(self.small))?;
+        (self.small, self.small_digits) = (0, 0);
+        Some(())
+    }
+
+    /// The value with `zeros` (at most 38) more zero digits.
+    fn finish(mut self, zeros: usize) -> Option<i128> {
+        self.fold()?;
+        self.wide.checked_mul(POW10[zeros])
+    }
 }
 
 #[cfg(test)]
@@ -82,6 +144,81 @@ mod tests {
                 decimal_unscaled(bad, 38, 2),
                 Err(format!("\"{bad}\" is not a decimal number")),
                 "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn long_decimals_fold_into_128_bits_exactly() {
+        let max = "9".repeat(38);
+        assert_eq!(decimal_unscaled(&max, 38, 0), Ok(10i128.pow(38) - 1));
+        assert_eq!(
+            decimal_unscaled(&format!("-{max}"), 38, 0),
+            Ok(1 - 10i128.pow(38))
+        );
+        assert_eq!(
+            decimal_unscaled("123456789012345678901234567890.12345678", 38, 8),
+            Ok(12345678901234567890123456789012345678)
+        );
+        // Eighteen digits stay in the u64; zeros of the scale push them past it.
+        assert_eq!(
+            decimal_unscaled("999999999999999999", 38, 20),
+            Ok(999999999999999999 * 10i128.pow(20))
+        );
+        assert!(
+            decimal_unscaled(&format!("1{}", "0".repeat(38)), 38, 0)
+                .unwrap_err()
+                .contains("does not fit DECIMAL(38, 0)")
+        );
+        // Leading zeros fold to nothing and do not count against precision.
+        assert_eq!(decimal_unscaled(&format!("{}5", "0".repeat(40)), 3, 1), Ok(50));
+    }
+
+    /// The digit-at-a-time reading in 128 bits, the obvious way.
+    fn reference(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
+        let t = text.trim();
+        let (negative, body) = match t.as_bytes() {
+            [b'-', ..] => (true, &t[1..]),
+            [b'+', ..] => (false, &t[1..]),
+            _ => (false, t),
+        };
+        let bad = || format!("\"{text}\" is not a decimal number");
+        let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+        let all = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if !all(int) || !all(frac) || int.len() + frac.len() == 0 {
+            return Err(bad());
+        }
+        let scale = usize::from(scale);
+        let kept: String = frac.chars().chain(std::iter::repeat('0')).take(scale).collect();
+        let mut value = 0i128;
+        for b in int.bytes().chain(kept.bytes()) {
+            value = value
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(i128::from(b - b'0')))
+                .ok_or_else(bad)?;
+        }
+        if frac.as_bytes().get(scale).is_some_and(|&b| b >= b'5') {
+            value += 1;
+        }
+        if value >= 10i128.pow(u32::from(precision)) {
+            return Err(format!("{t} does not fit DECIMAL({precision}, {scale})"));
+        }
+        Ok(if negative { -value } else { value })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+        #[test]
+        fn agrees_with_the_obvious_reading(
+            text in "[ ]?[+-]?[0-9]{0,45}(\\.[0-9]{0,45})?[ ]?",
+            precision in 1u8..=38,
+            scale_part in 0u8..=38,
+        ) {
+            let scale = scale_part.min(precision);
+            proptest::prop_assert_eq!(
+                decimal_unscaled(&text, precision, scale),
+                reference(&text, precision, scale),
+                "{:?} at DECIMAL({}, {})", text, precision, scale
             );
         }
     }
