@@ -404,7 +404,7 @@ mod tests {
     /// One STRING cell of `text`'s bytes, encoded by hand (the builder
     /// takes only `&str`).
     fn string_row(text: &[u8]) -> Vec<u8> {
-        let mut bytes = vec![0, 0, 0, 1, 0, crate::tag::STRING];
+        let mut bytes = vec![0, 0, 0, 1, 0, tag::STRING];
         bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
         bytes.extend_from_slice(text);
         bytes
