@@ -12,20 +12,14 @@ const POW10: [i128; 39] = {
     table
 };
 
-/// Digits gathered in a `u64` before they are folded into the `i128`:
-/// 10^18 - 1 fits, and nearly every decimal has fewer digits, so most
-/// never touch 128-bit arithmetic.
+/// Digits read in a `u64`: 10^18 - 1 fits, and nearly every decimal has
+/// fewer digits, so most never touch 128-bit arithmetic.
 const SMALL_DIGITS: usize = 18;
 
 /// Decimal text as an unscaled integer at `scale`, rounded half away from
 /// zero, checked against `precision`.
 pub(crate) fn decimal_unscaled(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
-    // Text that starts and ends with a visible ASCII character (nearly all)
-    // needs no trimming, and no decoding of characters to find that out.
-    let t = match text.as_bytes() {
-        [first, .., last] if first.is_ascii_graphic() && last.is_ascii_graphic() => text,
-        _ => text.trim(),
-    };
+    let t = fluss_row_codec::json::trim(text);
     let bytes = t.as_bytes();
     let (negative, digits) = match bytes {
         [b'-', rest @ ..] => (true, rest),
@@ -40,28 +34,26 @@ pub(crate) fn decimal_unscaled(text: &str, precision: u8, scale: u8) -> Result<i
     let scale = usize::from(scale);
     let kept = &fraction[..fraction.len().min(scale)];
     let round_up = fraction.get(scale).is_some_and(|&b| b >= b'5');
-    let mut value = if int.len() + kept.len() <= SMALL_DIGITS {
-        // Nearly every decimal: no 128-bit arithmetic until the end.
-        let small = int
-            .iter()
-            .chain(kept)
+    // The digits kept, as an integer: in a `u64` for up to 18 of them
+    // (nearly every decimal), else a digit at a time in 128 bits.
+    let mut kept_digits = int.iter().chain(kept);
+    let unscaled = if int.len() + kept.len() <= SMALL_DIGITS {
+        kept_digits
             .try_fold(0u64, |v, &b| {
                 b.is_ascii_digit().then(|| v * 10 + u64::from(b - b'0'))
             })
-            .ok_or_else(bad)?;
-        i128::from(small)
-            .checked_mul(POW10[scale - kept.len()])
-            .ok_or_else(bad)?
+            .map(i128::from)
     } else {
-        let mut wide = Unscaled::default();
-        for &b in int.iter().chain(kept) {
-            if !b.is_ascii_digit() {
-                return Err(bad());
-            }
-            wide.push(b - b'0').ok_or_else(bad)?;
-        }
-        wide.finish(scale - kept.len()).ok_or_else(bad)?
+        kept_digits.try_fold(0i128, |v, &b| {
+            b.is_ascii_digit()
+                .then_some(v)?
+                .checked_mul(10)?
+                .checked_add(i128::from(b - b'0'))
+        })
     };
+    let mut value = unscaled
+        .and_then(|v| v.checked_mul(POW10[scale - kept.len()]))
+        .ok_or_else(bad)?;
     if int.is_empty() && fraction.is_empty() || !fraction[kept.len()..].iter().all(u8::is_ascii_digit) {
         return Err(bad());
     }
@@ -72,42 +64,6 @@ pub(crate) fn decimal_unscaled(text: &str, precision: u8, scale: u8) -> Result<i
         return Err(format!("{t} does not fit DECIMAL({precision}, {})", scale));
     }
     Ok(if negative { -value } else { value })
-}
-
-/// A non-negative integer past [`SMALL_DIGITS`] digits, read a digit at a
-/// time: the latest digits in a `u64`, folded into the `i128` every
-/// [`SMALL_DIGITS`] digits. `None` once it is past `i128`.
-#[derive(Default)]
-struct Unscaled {
-    wide: i128,
-    small: u64,
-    small_digits: usize,
-}
-
-impl Unscaled {
-    fn push(&mut self, digit: u8) -> Option<()> {
-        if self.small_digits == SMALL_DIGITS {
-            self.fold()?;
-        }
-        self.small = self.small * 10 + u64::from(digit);
-        self.small_digits += 1;
-        Some(())
-    }
-
-    fn fold(&mut self) -> Option<()> {
-        self.wide = self
-            .wide
-            .checked_mul(POW10[self.small_digits])?
-            .checked_add(i128::from(self.small))?;
-        (self.small, self.small_digits) = (0, 0);
-        Some(())
-    }
-
-    /// The value with `zeros` (at most 38) more zero digits.
-    fn finish(mut self, zeros: usize) -> Option<i128> {
-        self.fold()?;
-        self.wide.checked_mul(POW10[zeros])
-    }
 }
 
 #[cfg(test)]

@@ -107,8 +107,10 @@ fn check_decimal(text: &str, precision: u8, scale: u8) -> Result<&str, String> {
 
 /// `s` without leading and trailing whitespace, as [`str::trim`] has it;
 /// text that starts and ends with a visible ASCII character (nearly all)
-/// is returned as it is without decoding a character.
-fn trim(s: &str) -> &str {
+/// is returned as it is without decoding a character. The host trims
+/// decimal text with it too.
+#[inline]
+pub fn trim(s: &str) -> &str {
     match s.as_bytes() {
         [first, .., last] if first.is_ascii_graphic() && last.is_ascii_graphic() => s,
         [only] if only.is_ascii_graphic() => s,

@@ -35,6 +35,8 @@ mod flat;
 mod skip;
 mod visit;
 
+pub use convert::trim;
+
 use skip::Skip;
 use visit::{ObjectVisitor, serde_json_object};
 
