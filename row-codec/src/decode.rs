@@ -182,6 +182,90 @@ impl<'a> Iterator for Rows<'a> {
     }
 }
 
+/// A row's header, read before its cells (see [`Rows::next_head`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowHead {
+    /// What to do with the row.
+    pub kind: RowKind,
+    /// 0 for the default table, else a 1-based index into the output's tables.
+    pub table: u16,
+    /// How many cells the row has.
+    pub cell_count: u16,
+    /// Where the row starts in the buffer.
+    pub offset: usize,
+}
+
+impl<'a> Rows<'a> {
+    /// The next row's header, for a reader that takes each cell as it is
+    /// decoded instead of decoding the row twice (once to check it, once to
+    /// use it): read its cells with [`Rows::cells`] before the next header.
+    /// `None` at the end of the buffer; after an error, the end.
+    pub fn next_head(&mut self) -> Option<Result<RowHead, DecodeError>> {
+        if self.reader.pos >= self.reader.buf.len() {
+            return None;
+        }
+        let result = self.reader.head();
+        if result.is_err() {
+            self.reader.pos = self.reader.buf.len();
+        }
+        Some(result)
+    }
+
+    /// The cells of the row whose header `head` was read last, each checked
+    /// as it is decoded.
+    pub fn cells<'r>(&'r mut self, head: &RowHead) -> RowCells<'r, 'a> {
+        RowCells {
+            rows: self,
+            left: head.cell_count,
+            error: None,
+        }
+    }
+
+    /// Where the next row starts, once the cells of the last are read.
+    pub fn position(&self) -> usize {
+        self.reader.base + self.reader.pos
+    }
+}
+
+/// One row's cells as they are decoded (see [`Rows::cells`]): the
+/// iteration stops at the first cell that does not decode, and
+/// [`RowCells::finish`] says why.
+#[derive(Debug)]
+pub struct RowCells<'r, 'a> {
+    rows: &'r mut Rows<'a>,
+    left: u16,
+    error: Option<DecodeError>,
+}
+
+impl<'a> Iterator for RowCells<'_, 'a> {
+    type Item = Cell<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Cell<'a>> {
+        if self.left == 0 || self.error.is_some() {
+            return None;
+        }
+        self.left -= 1;
+        match self.rows.reader.cell() {
+            Ok(cell) => Some(cell),
+            Err(e) => {
+                self.rows.reader.pos = self.rows.reader.buf.len();
+                self.error = Some(e);
+                None
+            }
+        }
+    }
+}
+
+impl RowCells<'_, '_> {
+    /// Decodes the cells not taken, so that the next row can be read; the
+    /// first cell that did not decode is the error.
+    pub fn finish(mut self) -> Result<(), DecodeError> {
+        while self.next().is_some() {}
+        self.error.map_or(Ok(()), Err)
+    }
+}
+
 /// Text up to this long is checked for ASCII a word at a time before any
 /// UTF-8 check: most cells are short ASCII, and a UTF-8 check of a short
 /// text costs a call and its setup (simdutf8 hands short inputs to core's
@@ -224,24 +308,33 @@ impl<'a> Reader<'a> {
         Ok(self.take(N)?.try_into().expect("took N bytes"))
     }
 
-    fn row(&mut self) -> Result<RowView<'a>, DecodeError> {
+    fn head(&mut self) -> Result<RowHead, DecodeError> {
         let offset = self.base + self.pos;
         let [kind, t0, t1, c0, c1] = self.array::<5>()?;
         let kind = RowKind::from_byte(kind).ok_or_else(|| DecodeError {
             offset,
             reason: format!("unknown row kind {kind}"),
         })?;
-        let cell_count = u16::from_le_bytes([c0, c1]);
+        Ok(RowHead {
+            kind,
+            table: u16::from_le_bytes([t0, t1]),
+            cell_count: u16::from_le_bytes([c0, c1]),
+            offset,
+        })
+    }
+
+    fn row(&mut self) -> Result<RowView<'a>, DecodeError> {
+        let head = self.head()?;
         let start = self.pos;
-        for _ in 0..cell_count {
+        for _ in 0..head.cell_count {
             self.cell()?;
         }
         Ok(RowView {
-            kind,
-            table: u16::from_le_bytes([t0, t1]),
-            cell_count,
+            kind: head.kind,
+            table: head.table,
+            cell_count: head.cell_count,
             cell_bytes: &self.buf[start..self.pos],
-            offset,
+            offset: head.offset,
         })
     }
 
@@ -302,159 +395,4 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::RowsBuilder;
-
-    #[test]
-    fn every_cell_round_trips() {
-        let mut b = RowsBuilder::new();
-        b.begin_row(RowKind::Upsert, 2);
-        b.null();
-        b.boolean(true);
-        b.tinyint(-3);
-        b.smallint(-300);
-        b.int(70_000);
-        b.bigint(-1 << 40);
-        b.float(1.5);
-        b.double(-2.25);
-        b.string("héllo");
-        b.bytes(&[0, 255]);
-        b.decimal("-12.30");
-        b.date(19_000);
-        b.time(3_600_000);
-        b.timestamp(1_700_000_000_000_000);
-        b.timestamp_ltz(-5);
-        b.absent();
-        b.end_row();
-        b.begin_row(RowKind::Delete, 0);
-        b.end_row();
-        let bytes = b.into_bytes();
-        let rows: Vec<_> = Rows::new(&bytes).collect::<Result<_, _>>().unwrap();
-        assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0].kind, RowKind::Upsert);
-        assert_eq!(rows[0].table, 2);
-        let cells: Vec<_> = rows[0].cells().collect();
-        assert_eq!(
-            cells,
-            vec![
-                Cell::Null,
-                Cell::Boolean(true),
-                Cell::TinyInt(-3),
-                Cell::SmallInt(-300),
-                Cell::Int(70_000),
-                Cell::BigInt(-1 << 40),
-                Cell::Float(1.5),
-                Cell::Double(-2.25),
-                Cell::String("héllo"),
-                Cell::Bytes(&[0, 255]),
-                Cell::Decimal("-12.30"),
-                Cell::Date(19_000),
-                Cell::Time(3_600_000),
-                Cell::Timestamp(1_700_000_000_000_000),
-                Cell::TimestampLtz(-5),
-                Cell::Absent,
-            ]
-        );
-        assert_eq!(rows[1].kind, RowKind::Delete);
-        assert_eq!(rows[1].cell_count, 0);
-    }
-
-    #[test]
-    fn abandoned_and_rolled_back_rows_leave_nothing() {
-        let mut b = RowsBuilder::new();
-        b.begin_row(RowKind::Append, 0);
-        b.int(1);
-        b.end_row();
-        let mark = b.mark();
-        b.begin_row(RowKind::Append, 0);
-        b.int(2);
-        b.end_row();
-        b.begin_row(RowKind::Append, 0);
-        b.int(3);
-        b.rollback(mark);
-        assert_eq!(b.row_count(), 1);
-        let bytes = b.into_bytes();
-        assert_eq!(Rows::new(&bytes).count(), 1);
-    }
-
-    #[test]
-    fn truncated_and_garbage_buffers_are_errors() {
-        let mut b = RowsBuilder::new();
-        b.begin_row(RowKind::Append, 0);
-        b.string("abc");
-        b.end_row();
-        let bytes = b.into_bytes();
-        for cut in 1..bytes.len() {
-            let r: Result<Vec<_>, _> = Rows::new(&bytes[..cut]).collect();
-            assert!(r.is_err(), "cut at {cut} should fail");
-        }
-        let err = Rows::new(&[9, 0, 0, 0, 0]).next().unwrap().unwrap_err();
-        assert!(err.reason.contains("row kind 9"), "{err}");
-        let err = Rows::new(&[0, 0, 0, 1, 0, 99]).next().unwrap().unwrap_err();
-        assert_eq!(err.offset, 5);
-        assert!(err.reason.contains("cell tag 99"));
-        let err = Rows::new(&[0, 0, 0, 1, 0, 8, 1, 0, 0, 0, 0xff])
-            .next()
-            .unwrap()
-            .unwrap_err();
-        assert!(err.reason.contains("UTF-8"), "{err}");
-    }
-
-    /// One STRING cell of `text`'s bytes, encoded by hand (the builder
-    /// takes only `&str`).
-    fn string_row(text: &[u8]) -> Vec<u8> {
-        let mut bytes = vec![0, 0, 0, 1, 0, tag::STRING];
-        bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(text);
-        bytes
-    }
-
-    #[test]
-    fn text_is_checked_as_utf8_at_every_length() {
-        for len in [1, 7, 8, 63, 64, 65, 200] {
-            for (text, valid) in [
-                ("a".repeat(len).into_bytes(), true),
-                (format!("{}é", "a".repeat(len)).into_bytes(), true),
-                // A lone continuation byte, first, in the middle, last.
-                ([&[0x80][..], &b"a".repeat(len)].concat(), false),
-                (
-                    [&b"a".repeat(len / 2)[..], &[0xC3][..], &b"a".repeat(len / 2)].concat(),
-                    false,
-                ),
-                ([&b"a".repeat(len)[..], &[0xff][..]].concat(), false),
-            ] {
-                let bytes = string_row(&text);
-                let row = Rows::new(&bytes).next().unwrap();
-                match row {
-                    Ok(row) if valid => {
-                        let [Cell::String(s)] = row.cells().collect::<Vec<_>>()[..] else {
-                            panic!("one string cell")
-                        };
-                        assert_eq!(s.as_bytes(), &text[..]);
-                    }
-                    Err(err) if !valid => {
-                        assert_eq!(err.offset, 10, "{err}");
-                        assert!(err.reason.starts_with("text is not UTF-8"), "{err}");
-                    }
-                    other => panic!("{len} bytes, valid {valid}: {other:?}"),
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn fits_allows_widening_only() {
-        let col = |t: DataType, nullable| Column::new("c", t, nullable);
-        assert!(Cell::Int(1).fits(&col(DataType::BigInt, false)).is_ok());
-        assert!(Cell::BigInt(1).fits(&col(DataType::Int, false)).is_err());
-        assert!(Cell::Float(1.0).fits(&col(DataType::Double, false)).is_ok());
-        assert!(Cell::Null.fits(&col(DataType::Int, true)).is_ok());
-        let err = Cell::Null.fits(&col(DataType::Int, false)).unwrap_err();
-        assert!(err.contains("NOT NULL"), "{err}");
-        let err = Cell::String("x").fits(&col(DataType::Int, true)).unwrap_err();
-        assert_eq!(err, "column `c` is INT but the row has a STRING value");
-        assert!(Cell::Bytes(&[1, 2]).fits(&col(DataType::Binary(2), true)).is_ok());
-        assert!(Cell::Bytes(&[1]).fits(&col(DataType::Binary(2), true)).is_err());
-    }
-}
+mod tests;
