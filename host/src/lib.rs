@@ -75,4 +75,32 @@ pub mod test_support {
     ) -> Result<RecordBatch, String> {
         crate::writer::to_record_batch(output, schema, arrow_schema)
     }
+
+    /// `transform`'s rows of `batch` in the lean path's Arrow columns of
+    /// `schema`'s log table (`arrow_schema` its Arrow form), as a chunk's
+    /// task makes them: put in the columns as they are read from the
+    /// guest's buffer (`once`), or read first and then put in the columns.
+    pub fn transform_columns(
+        transform: &crate::Transform,
+        batch: &crate::MessageBatch,
+        schema: &TableSchema,
+        arrow_schema: &SchemaRef,
+        once: bool,
+    ) -> Result<crate::rows::columns::ColumnOutput, String> {
+        use crate::rows::guest_columns::{GuestColumns, LeanTable, guest_columns};
+        let table = [Some(LeanTable { schema, arrow_schema })];
+        if !once {
+            let output = transform.process(batch).map_err(|e| e.to_string())?;
+            return guest_columns(&output, 0..batch.len(), batch, &table, false);
+        }
+        let mut columns = GuestColumns::new(batch, 0, batch.len(), &table, false)?;
+        let visitor: &mut dyn crate::rows::RowVisitor = &mut columns;
+        let (output, visited) = transform
+            .process_visiting(batch, Some(visitor))
+            .map_err(|e| e.to_string())?;
+        if !visited {
+            return Err("the transform's first call failed".into());
+        }
+        columns.finish(&output.outcomes)
+    }
 }

@@ -69,14 +69,11 @@ impl RowsInMaking {
                     let _running = permit;
                     span.in_scope(|| {
                         let started = Instant::now();
-                        let rows = stage.rows(schema, &chunk);
+                        let rows = stage.finished_rows(schema, &chunk, finisher.as_ref());
                         if let RowStage::Wasm(_) = *stage {
                             metrics.transform_call(started.elapsed());
                         }
-                        rows.map(|rows| match &finisher {
-                            Some(finisher) => finisher.finish(Arc::new(rows), &chunk),
-                            None => TransformedChunk::from(Arc::new(rows)),
-                        })
+                        rows
                     })
                 });
                 tokio::spawn(async move {

@@ -10,11 +10,13 @@ use arrow::datatypes::SchemaRef;
 
 use crate::rows::DeadLetterKind;
 use crate::rows::columns::ColumnOutput;
+use crate::rows::guest_columns::GuestColumns;
 use crate::rows::json::{ColumnMapping, JsonMapping};
 use crate::rows::keyed::{KeyedMapping, KeyedOutput};
-use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
+use crate::rows::{MessageOutcome, RowBatch, RowVisitor, TransformOutput};
 use crate::schema::TableSchema;
 use crate::transform::{Transform, TransformError};
+use crate::writer::{ChunkFinisher, TransformedChunk};
 
 /// How messages become rows: a WebAssembly transform, the JSON mapping, or
 /// Arrow IPC passthrough (written as it is, without rows).
@@ -54,6 +56,38 @@ impl RowStage {
                     ),
             ),
             (None, PayloadFormat::ArrowIpc) => Self::ArrowIpc,
+        })
+    }
+
+    /// The rows of `chunk` (see [`RowStage::rows`]), with the columns of
+    /// `finisher`'s table made of them when it is given. A transform's rows
+    /// are put in those columns as they are read from its buffer, each cell
+    /// decoded once; when that cannot be (a call that failed and was
+    /// retried), they are made of the rows read.
+    pub(crate) fn finished_rows(
+        &self,
+        schema: PayloadSchema,
+        chunk: &MessageBatch,
+        finisher: Option<&ChunkFinisher>,
+    ) -> Result<TransformedChunk, TransformError> {
+        let (Self::Wasm(transform), Some(finisher)) = (self, finisher) else {
+            let rows = Arc::new(self.rows(schema, chunk)?);
+            return Ok(match finisher {
+                Some(finisher) => finisher.finish(rows, chunk),
+                None => TransformedChunk::from(rows),
+            });
+        };
+        let table = [Some(finisher.lean_table())];
+        let mut columns = GuestColumns::new(chunk, 0, chunk.len(), &table, finisher.include_metadata()).ok();
+        let visitor = columns.as_mut().map(|c| c as &mut dyn RowVisitor);
+        let (rows, visited) = transform.process_visiting(chunk, visitor)?;
+        let rows = Arc::new(rows);
+        Ok(match columns {
+            Some(columns) if visited => {
+                let columns = columns.finish(&rows.outcomes);
+                finisher.with_columns(rows, columns)
+            }
+            _ => finisher.finish(rows, chunk),
         })
     }
 

@@ -8,11 +8,11 @@
 use std::ops::Range;
 
 use arrow::datatypes::SchemaRef;
-use fluss_row_codec::{Cell, RowSink};
+use fluss_row_codec::{Cell, RowCells, RowHead, RowKind, RowSink};
 
 use super::check::{check_cell, check_shape};
 use super::columns::{ColumnOutput, ColumnRows, ColumnsBuilder};
-use super::{MessageOutcome, TransformOutput};
+use super::{MessageOutcome, RowVisitor, TransformOutput};
 use crate::batch::MessageBatch;
 use crate::schema::TableSchema;
 
@@ -43,50 +43,113 @@ pub(crate) fn guest_columns(
     include_metadata: bool,
 ) -> Result<ColumnOutput, String> {
     let base = messages.start;
-    // Room for a row per message in each table: the builders of a chunk,
-    // not of the whole batch.
-    let rows = messages.len();
-    let mut builders = tables
-        .iter()
-        .map(|table| {
-            table
-                .map(|t| ColumnsBuilder::new(batch, rows, t.schema, t.arrow_schema.clone(), include_metadata))
-                .transpose()
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut outcomes = output.outcomes[messages.clone()].to_vec();
-    let mut misfits = Vec::new();
-    let mut refused: Option<u32> = None;
-    let mut current = u32::MAX;
-    // Per table, the row count when the current message's first row came.
-    let mut message_starts = vec![0; builders.len()];
+    let outcomes = &output.outcomes[messages.clone()];
+    let mut columns = GuestColumns::new(batch, base, messages.len(), tables, include_metadata)?;
     for (entry, row) in output.rows.iter_messages(messages) {
-        let m = entry.message;
-        if refused == Some(m) || matches!(outcomes[m as usize - base], MessageOutcome::DeadLetter(_)) {
-            continue;
+        if !matches!(
+            outcomes[entry.message as usize - base],
+            MessageOutcome::DeadLetter(_)
+        ) {
+            columns.take_row(
+                entry.message,
+                entry.kind,
+                entry.table,
+                entry.cell_count,
+                row.cells(),
+            );
         }
-        if current != m {
-            current = m;
-            for (start, builder) in message_starts.iter_mut().zip(&builders) {
+    }
+    columns.finish(outcomes)
+}
+
+/// The lean path's columns of a transform's rows in the making, a row at a
+/// time: what [`guest_columns`] makes of rows already read, and, as a
+/// [`RowVisitor`], of rows as they are read from the transform's buffer
+/// (each cell decoded once).
+pub(crate) struct GuestColumns<'t> {
+    tables: &'t [Option<LeanTable<'t>>],
+    builders: Vec<Option<ColumnsBuilder<'t>>>,
+    /// The first message's index in the batch the rows were made of.
+    base: usize,
+    /// Messages with a row that does not fit, and why (the writer's words).
+    misfits: Vec<(u32, String)>,
+    refused: Option<u32>,
+    current: u32,
+    /// Per table, the row count when the current message's first row came.
+    message_starts: Vec<usize>,
+    /// Why the columns cannot be made, once they cannot.
+    failure: Option<String>,
+}
+
+impl<'t> GuestColumns<'t> {
+    /// Columns for rows of `tables` (see [`guest_columns`]) made of
+    /// `batch`'s messages from `base` on, with room for `rows` rows a table.
+    pub(crate) fn new(
+        batch: &'t MessageBatch,
+        base: usize,
+        rows: usize,
+        tables: &'t [Option<LeanTable<'t>>],
+        include_metadata: bool,
+    ) -> Result<Self, String> {
+        // Room for a row per message in each table: the builders of a chunk,
+        // not of the whole batch.
+        let builders = tables
+            .iter()
+            .map(|table| {
+                table
+                    .map(|t| {
+                        ColumnsBuilder::new(batch, rows, t.schema, t.arrow_schema.clone(), include_metadata)
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            tables,
+            message_starts: vec![0; builders.len()],
+            builders,
+            base,
+            misfits: Vec::new(),
+            refused: None,
+            current: u32::MAX,
+            failure: None,
+        })
+    }
+
+    /// Checks one row of message `m` and puts its cells in its table's
+    /// builders; a row that does not fit refuses its message.
+    pub(crate) fn take_row<'c>(
+        &mut self,
+        m: u32,
+        kind: RowKind,
+        table: u16,
+        cell_count: u16,
+        cells: impl Iterator<Item = Cell<'c>>,
+    ) {
+        if self.refused == Some(m) || self.failure.is_some() {
+            return;
+        }
+        if self.current != m {
+            self.current = m;
+            for (start, builder) in self.message_starts.iter_mut().zip(&self.builders) {
                 *start = builder.as_ref().map_or(0, |b| b.row_count());
             }
         }
-        let (Some(Some(columns)), Some(Some(table))) = (
-            builders.get_mut(entry.table as usize),
-            tables.get(entry.table as usize),
+        let (Some(Some(columns)), Some(Some(lean))) = (
+            self.builders.get_mut(table as usize),
+            self.tables.get(table as usize),
         ) else {
-            return Err(format!(
-                "message {m} has a row for table index {}, which has no table",
-                entry.table
+            self.failure = Some(format!(
+                "message {m} has a row for table index {table}, which has no table"
             ));
+            return;
         };
-        let schema = table.schema;
+        let schema = lean.schema;
         columns.for_message(m);
-        columns.begin_row(entry.kind, entry.table);
-        let mut misfit = check_shape(schema, row.kind, row.cell_count).err();
-        for (cell, column) in row.cells().zip(&schema.columns) {
+        columns.begin_row(kind, table);
+        let mut misfit = check_shape(schema, kind, cell_count).err();
+        for (cell, column) in cells.zip(&schema.columns) {
             if misfit.is_none() && !columns.fills_metadata() {
-                misfit = check_cell(schema, row.kind, column, cell).err();
+                misfit = check_cell(schema, kind, column, cell).err();
             }
             columns.cell(if misfit.is_some() { Cell::Null } else { cell });
         }
@@ -95,241 +158,53 @@ pub(crate) fn guest_columns(
         }
         columns.end_row();
         if let Some(reason) = columns.take_refusal() {
-            for (builder, &start) in builders.iter_mut().zip(&message_starts) {
+            for (builder, &start) in self.builders.iter_mut().zip(&self.message_starts) {
                 if let Some(builder) = builder {
                     builder.spoil_rows_since(start);
                 }
             }
-            outcomes[m as usize - base] =
-                MessageOutcome::DeadLetter(format!("table {}: {reason}", schema.path));
-            misfits.push(m - base as u32);
-            refused = Some(m);
+            self.misfits.push((m, format!("table {}: {reason}", schema.path)));
+            self.refused = Some(m);
         }
     }
-    let mut made = builders.into_iter().map(|builder| {
-        let mut rows = builder
-            .map(ColumnsBuilder::finish)
-            .transpose()?
-            .unwrap_or_default();
-        rows.count_messages_from(base as u32);
-        Ok::<ColumnRows, String>(rows)
-    });
-    let rows = made.next().transpose()?.unwrap_or_default();
-    Ok(ColumnOutput {
-        outcomes,
-        rows,
-        routed: made.collect::<Result<_, _>>()?,
-        misfits,
-    })
+
+    /// The columns made, with `outcomes` (those of the messages from
+    /// `base` on) where the rows that did not fit dead-letter their message.
+    pub(crate) fn finish(self, outcomes: &[MessageOutcome]) -> Result<ColumnOutput, String> {
+        if let Some(failure) = self.failure {
+            return Err(failure);
+        }
+        let base = self.base;
+        let mut outcomes = outcomes.to_vec();
+        let mut misfits = Vec::with_capacity(self.misfits.len());
+        for (m, reason) in self.misfits {
+            outcomes[m as usize - base] = MessageOutcome::DeadLetter(reason);
+            misfits.push(m - base as u32);
+        }
+        let mut made = self.builders.into_iter().map(|builder| {
+            let mut rows = builder
+                .map(ColumnsBuilder::finish)
+                .transpose()?
+                .unwrap_or_default();
+            rows.count_messages_from(base as u32);
+            Ok::<ColumnRows, String>(rows)
+        });
+        let rows = made.next().transpose()?.unwrap_or_default();
+        Ok(ColumnOutput {
+            outcomes,
+            rows,
+            routed: made.collect::<Result<_, _>>()?,
+            misfits,
+        })
+    }
+}
+
+impl RowVisitor for GuestColumns<'_> {
+    fn row(&mut self, message: u32, head: &RowHead, cells: &mut RowCells<'_, '_>) {
+        let message = message + self.base as u32;
+        self.take_row(message, head.kind, head.table, head.cell_count, cells);
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use fluss_row_codec::{RowKind, RowsBuilder};
-
-    use super::*;
-    use crate::batch::Source;
-    use crate::rows::RowBatch;
-    use crate::rows::check::misfits;
-    use crate::schema::{Column, DataType, TablePath};
-    use crate::writer::{arrow_schema_of, to_record_batch};
-
-    fn schema() -> TableSchema {
-        TableSchema {
-            path: TablePath::new("db", "t"),
-            columns: vec![
-                Column::new("id", DataType::BigInt, false),
-                Column::new("amount", DataType::Decimal(4, 2), true),
-                Column::new("iggy_offset", DataType::BigInt, true),
-            ],
-            primary_key: vec![],
-            partition_keys: vec![],
-        }
-    }
-
-    fn batch(count: usize) -> MessageBatch {
-        let mut batch = MessageBatch::new(Source::default());
-        for i in 0..count {
-            batch.push(100 + i as u64, i as u128, 0, b"{}", []).unwrap();
-        }
-        batch
-    }
-
-    /// One row per `(message, kind, id cell, amount text)`; the counts per message.
-    fn output(rows: &[(u32, RowKind, Option<i32>, &str)], messages: usize) -> TransformOutput {
-        let mut b = RowsBuilder::new();
-        let mut counts = vec![0u32; messages];
-        for &(m, kind, id, amount) in rows {
-            counts[m as usize] += 1;
-            b.begin_row(kind, 0);
-            match id {
-                // An INT widens into the BIGINT column.
-                Some(id) => b.int(id),
-                None => b.absent(),
-            }
-            b.decimal(amount);
-            b.string("not an offset");
-            b.end_row();
-        }
-        TransformOutput {
-            outcomes: counts.iter().map(|&c| MessageOutcome::Rows(c)).collect(),
-            rows: RowBatch::from_encoded(b.into_bytes(), vec![], &counts).unwrap(),
-        }
-    }
-
-    /// What the writer's encoded path makes of `output`: its outcomes and
-    /// the record batch of the rows it keeps.
-    fn encoded_path(
-        mut output: TransformOutput,
-        schema: &TableSchema,
-        batch: &MessageBatch,
-    ) -> (Vec<MessageOutcome>, arrow::record_batch::RecordBatch) {
-        crate::rows::metadata::fill(&mut output, batch, |_| Some(schema));
-        for misfit in misfits(&output, |_| Some(schema)) {
-            output.outcomes[misfit.message as usize] =
-                MessageOutcome::DeadLetter(format!("table {}: {}", misfit.schema.path, misfit.reason));
-        }
-        let outcomes = output.outcomes.clone();
-        output
-            .rows
-            .retain_messages(|m| matches!(outcomes[m as usize], MessageOutcome::Rows(_)));
-        let record = to_record_batch(&output, schema, &arrow_schema_of(schema).unwrap()).unwrap();
-        (outcomes, record)
-    }
-
-    #[test]
-    fn one_pass_gives_the_encoded_paths_outcomes_and_rows() {
-        let schema = schema();
-        let rows = [
-            (0, RowKind::Append, Some(1), "1.50"),
-            (1, RowKind::Append, Some(2), "99.996"), // rounds past DECIMAL(4, 2)
-            (2, RowKind::Append, Some(3), "2.25"),
-            (2, RowKind::Append, None, "2.50"), // absent on a log table: the whole message goes
-            (3, RowKind::Upsert, Some(4), "1"), // an upsert into a log table
-            (4, RowKind::Append, Some(5), "x1"), // not a decimal
-            (6, RowKind::Append, Some(7), "7.07"),
-            (6, RowKind::Append, Some(8), "8.08"),
-        ];
-        let batch = batch(7);
-        let made = output(&rows, 7);
-        let arrow_schema = arrow_schema_of(&schema).unwrap();
-        let (outcomes, record) = encoded_path(made.clone(), &schema, &batch);
-        for chunk in [7, 3, 1] {
-            let mut joined = ColumnOutput::default();
-            for start in (0..7).step_by(chunk) {
-                let part = guest_columns(
-                    &made,
-                    start..(start + chunk).min(7),
-                    &batch,
-                    &[Some(LeanTable {
-                        schema: &schema,
-                        arrow_schema: &arrow_schema,
-                    })],
-                    true,
-                )
-                .unwrap();
-                joined.append(part);
-            }
-            assert_eq!(joined.outcomes, outcomes, "chunks of {chunk}");
-            assert_eq!(joined.misfits, vec![1, 2, 3, 4], "chunks of {chunk}");
-            assert_eq!(joined.rows.messages(), &[0, 6, 6], "chunks of {chunk}");
-            assert_eq!(joined.rows.record(0..3).unwrap(), record, "chunks of {chunk}");
-        }
-        assert!(
-            matches!(&outcomes[1], MessageOutcome::DeadLetter(r) if r == "table db.t: column `amount`: 99.996 does not fit DECIMAL(4, 2)"),
-            "{:?}",
-            outcomes[1]
-        );
-        assert_eq!(outcomes[5], MessageOutcome::Rows(0), "filtered stays filtered");
-    }
-
-    #[test]
-    fn routed_rows_go_to_their_tables_and_a_misfit_takes_its_message_out_of_every_table() {
-        let sink = schema();
-        let mut other = schema();
-        other.path = TablePath::new("db", "other");
-        other.columns.truncate(1);
-        // (message, table, id); a NULL id does not fit the NOT NULL column.
-        let rows = [
-            (0, 0, Some(1)),
-            (0, 1, Some(2)),
-            (1, 1, Some(3)),
-            (1, 0, Some(4)),
-            (2, 0, Some(5)), // message 2 ...
-            (2, 1, None),    // ... does not fit `other`: its row in the sink's table goes too
-            (3, 0, Some(6)), // message 3 was dead-lettered before (an unresolved table)
-            (3, 2, Some(7)),
-            (4, 1, Some(8)),
-        ];
-        let mut b = RowsBuilder::new();
-        let mut counts = [0u32; 5];
-        for &(m, table, id) in &rows {
-            counts[m as usize] += 1;
-            b.begin_row(RowKind::Append, table);
-            match id {
-                Some(id) => b.bigint(id),
-                None => b.null(),
-            }
-            if table == 0 {
-                b.decimal("1.00");
-                b.null();
-            }
-            b.end_row();
-        }
-        let tables = vec!["db.other".to_string(), "db.gone".to_string()];
-        let mut made = TransformOutput {
-            outcomes: counts.iter().map(|&c| MessageOutcome::Rows(c)).collect(),
-            rows: RowBatch::from_encoded(b.into_bytes(), tables, &counts).unwrap(),
-        };
-        made.outcomes[3] = MessageOutcome::DeadLetter("table db.gone: not allowed".into());
-        let (sink_arrow, other_arrow) = (arrow_schema_of(&sink).unwrap(), arrow_schema_of(&other).unwrap());
-        let lean = [
-            Some(LeanTable {
-                schema: &sink,
-                arrow_schema: &sink_arrow,
-            }),
-            Some(LeanTable {
-                schema: &other,
-                arrow_schema: &other_arrow,
-            }),
-            None,
-        ];
-        let batch = batch(5);
-        let expected = |table: u16, schema: &TableSchema, ids: &[i64]| {
-            let mut b = RowsBuilder::new();
-            for &id in ids {
-                b.begin_row(RowKind::Append, table);
-                b.bigint(id);
-                if table == 0 {
-                    b.decimal("1.00");
-                    b.null();
-                }
-                b.end_row();
-            }
-            let count = [ids.len() as u32];
-            let rows = RowBatch::from_encoded(b.into_bytes(), vec!["db.other".into()], &count).unwrap();
-            let views: Vec<_> = rows.iter().map(|(_, r)| r).collect();
-            crate::rows::to_fluss::record_batch(&views, schema, &arrow_schema_of(schema).unwrap()).unwrap()
-        };
-        for chunk in [5, 2, 1] {
-            let mut joined = ColumnOutput::default();
-            for start in (0..5).step_by(chunk) {
-                let part = guest_columns(&made, start..(start + chunk).min(5), &batch, &lean, false).unwrap();
-                joined.append(part);
-            }
-            assert_eq!(joined.misfits, vec![2], "chunks of {chunk}");
-            assert!(
-                matches!(&joined.outcomes[2], MessageOutcome::DeadLetter(r) if r.starts_with("table db.other: ")),
-                "{:?}",
-                joined.outcomes[2]
-            );
-            assert_eq!(joined.outcomes[3], made.outcomes[3], "earlier dead letters stay");
-            assert_eq!(joined.rows.messages(), &[0, 1], "chunks of {chunk}");
-            assert_eq!(joined.rows.record(0..2).unwrap(), expected(0, &sink, &[1, 4]));
-            let routed = joined.table_rows(1).unwrap();
-            assert_eq!(routed.messages(), &[0, 1, 4], "chunks of {chunk}");
-            assert_eq!(routed.record(0..3).unwrap(), expected(1, &other, &[2, 3, 8]));
-            assert!(joined.table_rows(2).is_none_or(|r| r.is_empty()));
-        }
-    }
-}
+mod tests;

@@ -11,13 +11,15 @@ pub(crate) mod json;
 pub(crate) mod keyed;
 pub(crate) mod metadata;
 mod outcome;
+mod read;
 pub(crate) mod to_fluss;
 
-use fluss_row_codec::{DEFAULT_TABLE, RowKind, RowView, Rows};
+use fluss_row_codec::{DEFAULT_TABLE, RowKind, RowView};
 
 use crate::schema::TableSchema;
 pub(crate) use check::partial_update_refusal;
 pub use outcome::{DeadLetterKind, MessageOutcome};
+pub(crate) use read::RowVisitor;
 
 /// Where one row sits in a [`RowBatch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,52 +44,6 @@ pub struct RowBatch {
 }
 
 impl RowBatch {
-    /// Reads `bytes` (rows in the compact encoding) and gives each row to its
-    /// message: message `i` owns the next `counts[i]` rows. Fails when the
-    /// buffer does not decode, names a table index out of range, or holds
-    /// more or fewer rows than the counts add up to.
-    pub fn from_encoded(bytes: Vec<u8>, tables: Vec<String>, counts: &[u32]) -> Result<Self, String> {
-        let expected: u64 = counts.iter().map(|&c| c as u64).sum();
-        let mut entries = Vec::with_capacity(expected as usize);
-        let mut owners = counts
-            .iter()
-            .enumerate()
-            .flat_map(|(i, &c)| std::iter::repeat_n(i as u32, c as usize));
-        for row in Rows::new(&bytes) {
-            let row = row.map_err(|e| e.to_string())?;
-            if row.table as usize > tables.len() {
-                return Err(format!(
-                    "row at byte {} names table index {} but the output lists {} tables",
-                    row.offset,
-                    row.table,
-                    tables.len()
-                ));
-            }
-            let message = owners.next().ok_or_else(|| {
-                format!("the outcomes account for {expected} rows but the row buffer holds more")
-            })?;
-            entries.push(RowEntry {
-                message,
-                kind: row.kind,
-                table: row.table,
-                cell_count: row.cell_count,
-                start: row.offset as u32,
-                end: (row.offset + row.encoded_len()) as u32,
-            });
-        }
-        if (entries.len() as u64) < expected {
-            return Err(format!(
-                "the outcomes account for {expected} rows but the row buffer holds {}",
-                entries.len()
-            ));
-        }
-        Ok(Self {
-            bytes,
-            tables,
-            entries,
-        })
-    }
-
     /// Number of rows.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -7,7 +7,7 @@ use super::bindings::iggy::fluss_sink::types as wit;
 use super::error::describe_failure;
 use super::{Transform, TransformError};
 use crate::batch::MessageBatch;
-use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
+use crate::rows::{MessageOutcome, RowBatch, RowVisitor, TransformOutput};
 
 /// A failed guest call: its description.
 pub(super) struct Fault(pub String);
@@ -37,7 +37,7 @@ impl Transform {
                     ),
                 )
             } else {
-                match self.attempt(&part)? {
+                match self.attempt(&part, None)? {
                     Ok(o) => o,
                     Err(f) => {
                         *budget -= 1;
@@ -52,10 +52,12 @@ impl Transform {
         Ok(output)
     }
 
-    /// One call to the guest on `batch`.
+    /// One call to the guest on `batch`, its rows handed to `visitor` as
+    /// they are read.
     pub(super) fn attempt(
         &self,
         batch: &MessageBatch,
+        visitor: Option<&mut dyn RowVisitor>,
     ) -> Result<Result<TransformOutput, Fault>, TransformError> {
         let mut instance = self.take_instance()?;
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
@@ -93,7 +95,7 @@ impl Transform {
                 return Ok(Err(Fault(text)));
             }
         };
-        let checked = self.check_output(batch.len(), raw);
+        let checked = self.check_output(batch.len(), raw, visitor);
         if checked.is_err() {
             self.stats.faults.fetch_add(1, Ordering::Relaxed);
         }
@@ -101,7 +103,12 @@ impl Transform {
         Ok(checked)
     }
 
-    fn check_output(&self, messages: usize, raw: wit::BatchOutput) -> Result<TransformOutput, Fault> {
+    fn check_output(
+        &self,
+        messages: usize,
+        raw: wit::BatchOutput,
+        visitor: Option<&mut dyn RowVisitor>,
+    ) -> Result<TransformOutput, Fault> {
         if raw.outcomes.len() != messages {
             return Err(Fault(format!(
                 "the transform returned {} outcomes for {messages} messages; it must return exactly one per message",
@@ -136,7 +143,7 @@ impl Transform {
                 self.limits.max_rows_per_batch
             )));
         }
-        let rows = RowBatch::from_encoded(raw.rows, raw.tables, &counts)
+        let rows = RowBatch::read(raw.rows, raw.tables, &counts, visitor)
             .map_err(|e| Fault(format!("the transform returned malformed rows: {e}")))?;
         Ok(TransformOutput { outcomes, rows })
     }

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use wasmtime::Engine;
 
 use crate::batch::MessageBatch;
-use crate::rows::TransformOutput;
+use crate::rows::{RowVisitor, TransformOutput};
 use crate::schema::TableSchema;
 pub(crate) use bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use error::TransformError;
@@ -277,18 +277,31 @@ impl Transform {
     /// [`TransformOutput::check_rows`]). Errors only when no instance can be
     /// started at all.
     pub fn process(&self, batch: &MessageBatch) -> Result<TransformOutput, TransformError> {
+        self.process_visiting(batch, None).map(|(output, _)| output)
+    }
+
+    /// [`Transform::process`], handing each row to `visitor` as it is read
+    /// from the guest's buffer; `true` with the output when the visitor saw
+    /// exactly its rows (the batch's first call succeeded), `false` when
+    /// the visitor's rows are to be thrown away.
+    pub(crate) fn process_visiting(
+        &self,
+        batch: &MessageBatch,
+        visitor: Option<&mut dyn RowVisitor>,
+    ) -> Result<(TransformOutput, bool), TransformError> {
         if batch.is_empty() {
-            return Ok(TransformOutput::default());
+            return Ok((TransformOutput::default(), visitor.is_some()));
         }
-        let output = match self.attempt(batch)? {
-            Ok(output) => output,
+        let visiting = visitor.is_some();
+        let output = match self.attempt(batch, visitor)? {
+            Ok(output) => return Ok((output, visiting)),
             Err(Fault(first)) => {
                 tracing::warn!(
                     transform = &*self.name,
                     messages = batch.len(),
                     "{first}; retrying the batch on a fresh instance"
                 );
-                match self.attempt(batch)? {
+                match self.attempt(batch, None)? {
                     Ok(output) => output,
                     Err(fault) => {
                         let mut budget = self.limits.max_faults_per_batch;
@@ -300,7 +313,7 @@ impl Transform {
         // The rows are checked against their tables once, where they are
         // used: by the writer (against the tables as Fluss has them) or by
         // `fluss-sink dry-run`, both with `rows::check_row`.
-        Ok(output)
+        Ok((output, false))
     }
 }
 

@@ -75,17 +75,39 @@ impl ChunkFinisher {
         if !rows.rows.tables().is_empty() {
             return rows.into();
         }
-        let table = [Some(LeanTable {
+        let table = [Some(self.lean_table())];
+        let messages = 0..rows.outcomes.len();
+        let columns = guest_columns(&rows, messages, chunk, &table, self.include_metadata);
+        self.with_columns(rows, columns)
+    }
+
+    /// The table whose columns the finisher makes, as the lean path takes it.
+    pub(crate) fn lean_table(&self) -> LeanTable<'_> {
+        LeanTable {
             schema: &self.table.schema,
             arrow_schema: &self.table.arrow_schema,
-        })];
-        let messages = 0..rows.outcomes.len();
-        match guest_columns(&rows, messages, chunk, &table, self.include_metadata) {
-            Ok(columns) => TransformedChunk {
+        }
+    }
+
+    /// Whether the columns hold the metadata columns' values.
+    pub(crate) fn include_metadata(&self) -> bool {
+        self.include_metadata
+    }
+
+    /// `rows` with `columns` made of them for the finisher's table (see
+    /// [`ChunkFinisher::lean_table`]); rows alone when the columns could
+    /// not be made or the rows name another table.
+    pub(crate) fn with_columns(
+        &self,
+        rows: Arc<TransformOutput>,
+        columns: Result<ColumnOutput, String>,
+    ) -> TransformedChunk {
+        match columns {
+            Ok(columns) if rows.rows.tables().is_empty() => TransformedChunk {
                 rows,
                 columns: Some((self.table.clone(), columns)),
             },
-            Err(_) => rows.into(),
+            _ => rows.into(),
         }
     }
 }
