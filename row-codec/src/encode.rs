@@ -68,9 +68,8 @@ impl RowsBuilder {
         self.abandon_row();
         self.row_start = Some(self.buf.len());
         self.cells = 0;
-        self.buf.push(kind as u8);
-        self.buf.extend_from_slice(&table.to_le_bytes());
-        self.buf.extend_from_slice(&[0, 0]);
+        let [t0, t1] = table.to_le_bytes();
+        self.buf.extend_from_slice(&[kind as u8, t0, t1, 0, 0]);
     }
 
     /// Finishes the current row, writing its cell count.
@@ -134,18 +133,23 @@ impl RowsBuilder {
         self.rows = 0;
     }
 
+    /// A cell of a tag and `N` bytes, appended at once (one capacity check,
+    /// which a guest does not fold away between appends).
     #[inline]
     fn fixed<const N: usize>(&mut self, tag: u8, bytes: [u8; N]) {
         self.cells += 1;
-        self.buf.push(tag);
-        self.buf.extend_from_slice(&bytes);
+        let mut cell = [0u8; 9];
+        cell[0] = tag;
+        cell[1..=N].copy_from_slice(&bytes);
+        self.buf.extend_from_slice(&cell[..=N]);
     }
 
     #[inline]
     fn var(&mut self, tag: u8, bytes: &[u8]) {
         self.cells += 1;
-        self.buf.push(tag);
-        self.buf.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        let [l0, l1, l2, l3] = (bytes.len() as u32).to_le_bytes();
+        self.buf.reserve(5 + bytes.len());
+        self.buf.extend_from_slice(&[tag, l0, l1, l2, l3]);
         self.buf.extend_from_slice(bytes);
     }
 
