@@ -302,20 +302,43 @@ const SHORT_STRING: usize = 64;
 /// the first [`SHORT_STRING`] bytes eight at a time, the rest by finding
 /// the first quote or backslash with SIMD (memchr) and checking the bytes
 /// before it for control characters in one pass without branches.
+///
+/// Most strings (keys, short values) end within their first eight bytes:
+/// that word is looked at here, inlined, and the rest of the search is a
+/// call.
+#[inline(always)]
 fn string_end(bytes: &[u8]) -> Option<usize> {
+    if let Some(word) = bytes.first_chunk::<8>() {
+        let found = specials(u64::from_le_bytes(*word));
+        if found != 0 {
+            return Some(found.trailing_zeros() as usize / 8);
+        }
+    }
+    string_end_past_first_word(bytes)
+}
+
+/// The high bit of each byte of `word` that is a quote, a backslash or a
+/// control character, exact up to the first such byte (a borrow may mark
+/// bytes past it, never before it).
+#[inline(always)]
+fn specials(word: u64) -> u64 {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    // The high bit of each byte that is zero, exact up to the first one
-    // (a borrow may mark bytes past it, never before it).
     let zeros = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    zeros(word ^ (ONES * u64::from(b'"')))
+        | zeros(word ^ (ONES * u64::from(b'\\')))
+        | (word.wrapping_sub(ONES * 0x20) & !word & HIGHS)
+}
+
+/// [`string_end`] after its first word (whose bytes it checks again when
+/// `bytes` is shorter than a word).
+#[inline(never)]
+fn string_end_past_first_word(bytes: &[u8]) -> Option<usize> {
     let head = &bytes[..bytes.len().min(SHORT_STRING)];
     let mut words = head.chunks_exact(8);
     let mut at = 0;
     for word in words.by_ref() {
-        let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-        let found = zeros(word ^ (ONES * u64::from(b'"')))
-            | zeros(word ^ (ONES * u64::from(b'\\')))
-            | (word.wrapping_sub(ONES * 0x20) & !word & HIGHS);
+        let found = specials(u64::from_le_bytes(word.try_into().expect("eight bytes")));
         if found != 0 {
             return Some(at + found.trailing_zeros() as usize / 8);
         }
