@@ -171,14 +171,7 @@ impl<'a> Iterator for Rows<'a> {
     type Item = Result<RowView<'a>, DecodeError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.reader.pos >= self.reader.buf.len() {
-            return None;
-        }
-        let result = self.reader.row();
-        if result.is_err() {
-            self.reader.pos = self.reader.buf.len();
-        }
-        Some(result)
+        self.read_next(Reader::row)
     }
 }
 
@@ -201,10 +194,19 @@ impl<'a> Rows<'a> {
     /// use it): read its cells with [`Rows::cells`] before the next header.
     /// `None` at the end of the buffer; after an error, the end.
     pub fn next_head(&mut self) -> Option<Result<RowHead, DecodeError>> {
+        self.read_next(Reader::head)
+    }
+
+    /// `read` from where the last row ended; `None` at the end of the
+    /// buffer, and an error ends it.
+    fn read_next<T>(
+        &mut self,
+        read: impl FnOnce(&mut Reader<'a>) -> Result<T, DecodeError>,
+    ) -> Option<Result<T, DecodeError>> {
         if self.reader.pos >= self.reader.buf.len() {
             return None;
         }
-        let result = self.reader.head();
+        let result = read(&mut self.reader);
         if result.is_err() {
             self.reader.pos = self.reader.buf.len();
         }

@@ -210,6 +210,13 @@ fn routed_rows_go_to_their_tables_and_a_misfit_takes_its_message_out_of_every_ta
     }
 }
 
+/// The sink's table and its Arrow form.
+fn sink_table() -> (TableSchema, SchemaRef) {
+    let schema = schema();
+    let arrow_schema = arrow_schema_of(&schema).unwrap();
+    (schema, arrow_schema)
+}
+
 /// `made`'s rows as the transform's buffer held them.
 fn raw(made: &TransformOutput) -> Vec<u8> {
     made.rows
@@ -230,8 +237,7 @@ fn counts(made: &TransformOutput) -> Vec<u32> {
 
 #[test]
 fn rows_put_in_columns_as_they_decode_are_the_columns_of_rows_read_first() {
-    let schema = schema();
-    let arrow_schema = arrow_schema_of(&schema).unwrap();
+    let (schema, arrow_schema) = sink_table();
     let lean = [Some(LeanTable {
         schema: &schema,
         arrow_schema: &arrow_schema,
@@ -265,8 +271,7 @@ fn rows_put_in_columns_as_they_decode_are_the_columns_of_rows_read_first() {
 
 #[test]
 fn a_buffer_that_does_not_decode_fails_the_read_with_the_same_words() {
-    let schema = schema();
-    let arrow_schema = arrow_schema_of(&schema).unwrap();
+    let (schema, arrow_schema) = sink_table();
     let lean = [Some(LeanTable {
         schema: &schema,
         arrow_schema: &arrow_schema,
@@ -299,8 +304,7 @@ fn a_buffer_that_does_not_decode_fails_the_read_with_the_same_words() {
 
 #[test]
 fn a_row_for_a_table_without_columns_leaves_the_columns_unmade() {
-    let schema = schema();
-    let arrow_schema = arrow_schema_of(&schema).unwrap();
+    let (schema, arrow_schema) = sink_table();
     let lean = [Some(LeanTable {
         schema: &schema,
         arrow_schema: &arrow_schema,
