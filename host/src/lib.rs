@@ -87,20 +87,15 @@ pub mod test_support {
         arrow_schema: &SchemaRef,
         once: bool,
     ) -> Result<crate::rows::columns::ColumnOutput, String> {
-        use crate::rows::guest_columns::{GuestColumns, LeanTable, guest_columns};
-        let table = [Some(LeanTable { schema, arrow_schema })];
+        use crate::rows::guest_columns::{LeanTable, guest_columns};
+        let table = LeanTable { schema, arrow_schema };
         if !once {
             let output = transform.process(batch).map_err(|e| e.to_string())?;
-            return guest_columns(&output, 0..batch.len(), batch, &table, false);
+            return guest_columns(&output, 0..batch.len(), batch, &[Some(table)], false);
         }
-        let mut columns = GuestColumns::new(batch, 0, batch.len(), &table, false)?;
-        let visitor: &mut dyn crate::rows::RowVisitor = &mut columns;
-        let (output, visited) = transform
-            .process_visiting(batch, Some(visitor))
+        let (_, columns) = transform
+            .process_into_columns(batch, table, false)
             .map_err(|e| e.to_string())?;
-        if !visited {
-            return Err("the transform's first call failed".into());
-        }
-        columns.finish(&output.outcomes)
+        columns.unwrap_or_else(|| Err("the transform's first call failed".into()))
     }
 }

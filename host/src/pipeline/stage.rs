@@ -10,10 +10,9 @@ use arrow::datatypes::SchemaRef;
 
 use crate::rows::DeadLetterKind;
 use crate::rows::columns::ColumnOutput;
-use crate::rows::guest_columns::GuestColumns;
 use crate::rows::json::{ColumnMapping, JsonMapping};
 use crate::rows::keyed::{KeyedMapping, KeyedOutput};
-use crate::rows::{MessageOutcome, RowBatch, RowVisitor, TransformOutput};
+use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
 use crate::schema::TableSchema;
 use crate::transform::{Transform, TransformError};
 use crate::writer::{ChunkFinisher, TransformedChunk};
@@ -77,17 +76,12 @@ impl RowStage {
                 None => TransformedChunk::from(rows),
             });
         };
-        let table = [Some(finisher.lean_table())];
-        let mut columns = GuestColumns::new(chunk, 0, chunk.len(), &table, finisher.include_metadata()).ok();
-        let visitor = columns.as_mut().map(|c| c as &mut dyn RowVisitor);
-        let (rows, visited) = transform.process_visiting(chunk, visitor)?;
+        let (rows, columns) =
+            transform.process_into_columns(chunk, finisher.lean_table(), finisher.include_metadata())?;
         let rows = Arc::new(rows);
         Ok(match columns {
-            Some(columns) if visited => {
-                let columns = columns.finish(&rows.outcomes);
-                finisher.with_columns(rows, columns)
-            }
-            _ => finisher.finish(rows, chunk),
+            Some(columns) => finisher.with_columns(rows, columns),
+            None => finisher.finish(rows, chunk),
         })
     }
 

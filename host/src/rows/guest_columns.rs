@@ -200,6 +200,19 @@ impl<'t> GuestColumns<'t> {
 }
 
 impl RowVisitor for GuestColumns<'_> {
+    /// Gives up at once when the output names a table it has no columns
+    /// for, instead of at that table's first row.
+    fn tables(&mut self, names: &[String]) {
+        if names.len() >= self.tables.len() {
+            self.failure.get_or_insert_with(|| {
+                format!(
+                    "the rows may name table index {}, which has no table",
+                    self.tables.len()
+                )
+            });
+        }
+    }
+
     fn row(&mut self, message: u32, head: &RowHead, cells: &mut RowCells<'_, '_>) {
         let message = message + self.base as u32;
         self.take_row(message, head.kind, head.table, head.cell_count, cells);

@@ -9,6 +9,10 @@ use super::{RowBatch, RowEntry};
 
 /// Takes each row of a buffer as it is read (see [`RowBatch::read`]).
 pub(crate) trait RowVisitor {
+    /// The tables the output names besides the sink's own (index `i + 1`
+    /// is `names[i]`), before any row.
+    fn tables(&mut self, names: &[String]);
+
     /// Row `head` of message `message`; `cells` yields its cells as they
     /// decode, and may be left unfinished. A buffer that turns out not to
     /// decode fails the read, and the visitor's rows are to be thrown away.
@@ -38,6 +42,9 @@ impl RowBatch {
             .iter()
             .enumerate()
             .flat_map(|(i, &c)| std::iter::repeat_n(i as u32, c as usize));
+        if let Some(visitor) = visitor.as_deref_mut() {
+            visitor.tables(&tables);
+        }
         let mut rows = Rows::new(&bytes);
         while let Some(head) = rows.next_head() {
             let head = head.map_err(|e| e.to_string())?;

@@ -35,6 +35,8 @@ use std::time::{Duration, Instant};
 use wasmtime::Engine;
 
 use crate::batch::MessageBatch;
+use crate::rows::columns::ColumnOutput;
+use crate::rows::guest_columns::{GuestColumns, LeanTable};
 use crate::rows::{RowVisitor, TransformOutput};
 use crate::schema::TableSchema;
 pub(crate) use bindings::{WIT_PACKAGE, WIT_VERSION};
@@ -280,11 +282,30 @@ impl Transform {
         self.process_visiting(batch, None).map(|(output, _)| output)
     }
 
+    /// [`Transform::process`], with the rows for `table` (the sink's own
+    /// log table) put in its lean-path columns as they are read from the
+    /// guest's buffer, each cell decoded once. The columns are `None` when
+    /// they were not made that way (the batch's first call failed, or
+    /// the builders could not be made): the caller makes them of the rows.
+    pub(crate) fn process_into_columns(
+        &self,
+        batch: &MessageBatch,
+        table: LeanTable<'_>,
+        include_metadata: bool,
+    ) -> Result<(TransformOutput, Option<Result<ColumnOutput, String>>), TransformError> {
+        let tables = [Some(table)];
+        let mut columns = GuestColumns::new(batch, 0, batch.len(), &tables, include_metadata).ok();
+        let visitor = columns.as_mut().map(|c| c as &mut dyn RowVisitor);
+        let (output, visited) = self.process_visiting(batch, visitor)?;
+        let columns = columns.filter(|_| visited).map(|c| c.finish(&output.outcomes));
+        Ok((output, columns))
+    }
+
     /// [`Transform::process`], handing each row to `visitor` as it is read
     /// from the guest's buffer; `true` with the output when the visitor saw
     /// exactly its rows (the batch's first call succeeded), `false` when
     /// the visitor's rows are to be thrown away.
-    pub(crate) fn process_visiting(
+    fn process_visiting(
         &self,
         batch: &MessageBatch,
         visitor: Option<&mut dyn RowVisitor>,
