@@ -94,7 +94,7 @@ pub mod test_support {
             return guest_columns(&output, 0..batch.len(), batch, &[Some(table)], false);
         }
         let (_, columns) = transform
-            .process_into_columns(batch, table, false)
+            .process_into_columns(batch, table, None, false)
             .map_err(|e| e.to_string())?;
         columns.unwrap_or_else(|| Err("the transform's first call failed".into()))
     }

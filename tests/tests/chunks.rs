@@ -211,6 +211,60 @@ fn a_chunk_for_a_table_the_lean_path_cannot_write_sends_it_and_the_rest_the_enco
     assert_eq!(plugin.close(id), 0);
 }
 
+/// `tenant-router` into three tables over two consumes of chunks of 2
+/// messages: in the first, the routed tables are created and opened by the
+/// writer; in the second, each chunk's rows go into their tables' columns
+/// beside the transform. Either way each table holds each of its rows once,
+/// in message order.
+#[test]
+fn routed_rows_land_once_and_in_order_before_and_after_their_tables_are_open() {
+    let plugin = Plugin::load();
+    let path = unique_table("chunks_tenants");
+    let prefix = format!("{}_", path.table);
+    let id = next_id();
+    let config = json!({
+        "bootstrap_servers": bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "columns": [{"name": "tenant", "type": "STRING"}, {"name": "v", "type": "INT"}],
+        "batch_size": 2,
+        "auto_create_table": true,
+        "allowed_tables": [format!("{}.{prefix}*", path.database)],
+        "transform": {
+            "path": component("tenant-router"),
+            "cache_dir": test_cache_dir(),
+            "config": {"prefix": prefix}
+        }
+    });
+    plugin.open_ok(id, &config);
+    let tenants = ["a", "b", "c"];
+    for consume in 0..2u64 {
+        let messages: Vec<TestMessage> = (consume * 12..consume * 12 + 12)
+            .map(|v| {
+                let tenant = tenants[(v as usize * 7 / 3) % 3];
+                TestMessage::text(v, &format!(r#"{{"tenant":"{tenant}","v":{v}}}"#))
+            })
+            .collect();
+        assert_eq!(
+            plugin.consume(id, "app", "events", JSON, &messages),
+            0,
+            "{:?}",
+            logged(&format!("instance={id}"))
+        );
+    }
+    for (t, tenant) in tenants.iter().enumerate() {
+        let table = TablePath::new(path.database.clone(), format!("{prefix}{tenant}"));
+        let want: Vec<String> = (0..24u64)
+            .filter(|v| (*v as usize * 7 / 3) % 3 == t)
+            .map(|v| v.to_string())
+            .collect();
+        let rows = block(read_log(&table, want.len(), Duration::from_secs(30)));
+        let got: Vec<String> = rows.into_iter().map(|r| r[1].clone()).collect();
+        assert_eq!(got, want, "table {table}: every row once, in message order");
+    }
+    assert_eq!(plugin.close(id), 0);
+}
+
 /// A transform's rows for a primary-key table, two messages a chunk: whole
 /// rows take the keyed lean path, chunk by chunk, until a chunk with a
 /// partial update (an upsert that leaves a column out); what was sent is

@@ -76,8 +76,12 @@ impl RowStage {
                 None => TransformedChunk::from(rows),
             });
         };
-        let (rows, columns) =
-            transform.process_into_columns(chunk, finisher.lean_table(), finisher.include_metadata())?;
+        let (rows, columns) = transform.process_into_columns(
+            chunk,
+            finisher.lean_table(),
+            Some(finisher.routes()),
+            finisher.include_metadata(),
+        )?;
         let rows = Arc::new(rows);
         Ok(match columns {
             Some(columns) => finisher.with_columns(rows, columns),

@@ -153,6 +153,23 @@ impl ColumnOutput {
         self.misfits.extend(other.misfits.into_iter().map(|m| m + offset));
     }
 
+    /// The output with the rows of its routed table `i + 1` moved to
+    /// table `indexes[i]` (of a batch that names more tables); the tables
+    /// it has no rows for are left empty.
+    pub(crate) fn routed_to(mut self, indexes: &[u16]) -> Self {
+        let identity = indexes.iter().enumerate().all(|(i, &t)| t as usize == i + 1);
+        if identity {
+            return self;
+        }
+        let count = indexes.iter().copied().max().unwrap_or(0) as usize;
+        let mut placed: Vec<ColumnRows> = std::iter::repeat_with(ColumnRows::default).take(count).collect();
+        for (rows, &index) in std::mem::take(&mut self.routed).into_iter().zip(indexes) {
+            placed[index as usize - 1] = rows;
+        }
+        self.routed = placed;
+        self
+    }
+
     /// The rows for table `table` of the output (0: the sink's own).
     pub(crate) fn table_rows(&self, table: u16) -> Option<&ColumnRows> {
         match table {

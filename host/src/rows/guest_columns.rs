@@ -26,6 +26,15 @@ pub(crate) struct LeanTable<'t> {
     pub arrow_schema: &'t SchemaRef,
 }
 
+/// The tables a transform may route rows to whose lean-path columns can be
+/// made where the rows are read, by the name a row gives its table (as
+/// [`crate::rows::RowBatch::tables`] holds it); `None` for a name that must
+/// be resolved by the writer first.
+pub(crate) trait LeanRoutes {
+    /// The table named `name`, when its columns can be made here.
+    fn lean_table(&self, name: &str) -> Option<LeanTable<'_>>;
+}
+
 /// A transform's rows, messages `messages` of `output` (made of `batch`),
 /// as Arrow columns of their tables: `tables[i]` is the table of the rows
 /// whose table index is `i` (0: the sink's own; `None`: one whose messages
@@ -67,7 +76,13 @@ pub(crate) fn guest_columns(
 /// [`RowVisitor`], of rows as they are read from the transform's buffer
 /// (each cell decoded once).
 pub(crate) struct GuestColumns<'t> {
-    tables: &'t [Option<LeanTable<'t>>],
+    batch: &'t MessageBatch,
+    /// The rows a table's builders make room for.
+    rows: usize,
+    include_metadata: bool,
+    tables: Vec<Option<LeanTable<'t>>>,
+    /// Where the tables the rows name come from, besides those given.
+    routes: Option<&'t dyn LeanRoutes>,
     builders: Vec<Option<ColumnsBuilder<'t>>>,
     /// The first message's index in the batch the rows were made of.
     base: usize,
@@ -88,7 +103,7 @@ impl<'t> GuestColumns<'t> {
         batch: &'t MessageBatch,
         base: usize,
         rows: usize,
-        tables: &'t [Option<LeanTable<'t>>],
+        tables: &[Option<LeanTable<'t>>],
         include_metadata: bool,
     ) -> Result<Self, String> {
         // Room for a row per message in each table: the builders of a chunk,
@@ -104,7 +119,11 @@ impl<'t> GuestColumns<'t> {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            tables,
+            batch,
+            rows,
+            include_metadata,
+            tables: tables.to_vec(),
+            routes: None,
             message_starts: vec![0; builders.len()],
             builders,
             base,
@@ -113,6 +132,48 @@ impl<'t> GuestColumns<'t> {
             current: u32::MAX,
             failure: None,
         })
+    }
+
+    /// Columns that also take the rows for the tables `routes` has, when
+    /// the rows name them (see [`RowVisitor::tables`]); without routes, a
+    /// row for a table past those given fails the columns.
+    pub(crate) fn with_routes(mut self, routes: &'t dyn LeanRoutes) -> Self {
+        self.routes = Some(routes);
+        self
+    }
+
+    /// Builders for the tables `names` (index `i + 1` is `names[i]`) past
+    /// those the columns have: `Err` with why when one cannot be had here.
+    fn add_tables(&mut self, names: &[String]) -> Result<(), String> {
+        let known = self.tables.len();
+        if names.len() < known {
+            return Ok(());
+        }
+        let Some(routes) = self.routes.filter(|_| known > 0) else {
+            return Err(format!(
+                "the rows may name table index {known}, which has no table"
+            ));
+        };
+        // Room for each table's share of the rows.
+        let rows = self.rows.div_ceil(names.len());
+        for name in &names[known - 1..] {
+            let Some(table) = routes.lean_table(name) else {
+                return Err(format!(
+                    "the rows name table {name}, which the writer must resolve first"
+                ));
+            };
+            let builder = ColumnsBuilder::new(
+                self.batch,
+                rows,
+                table.schema,
+                table.arrow_schema.clone(),
+                self.include_metadata,
+            )?;
+            self.tables.push(Some(table));
+            self.builders.push(Some(builder));
+            self.message_starts.push(0);
+        }
+        Ok(())
     }
 
     /// Checks one row of message `m` and puts its cells in its table's
@@ -200,16 +261,14 @@ impl<'t> GuestColumns<'t> {
 }
 
 impl RowVisitor for GuestColumns<'_> {
-    /// Gives up at once when the output names a table it has no columns
-    /// for, instead of at that table's first row.
+    /// Makes builders for the tables the output names; gives up at once
+    /// when it names one the columns cannot have, instead of at that
+    /// table's first row.
     fn tables(&mut self, names: &[String]) {
-        if names.len() >= self.tables.len() {
-            self.failure.get_or_insert_with(|| {
-                format!(
-                    "the rows may name table index {}, which has no table",
-                    self.tables.len()
-                )
-            });
+        if self.failure.is_none()
+            && let Err(reason) = self.add_tables(names)
+        {
+            self.failure = Some(reason);
         }
     }
 

@@ -122,11 +122,10 @@ impl RowBatch {
         self.bytes.reserve(bytes);
     }
 
-    /// Appends `other`'s rows, shifting their message indexes by `message_offset`.
-    pub fn append(&mut self, other: &RowBatch, message_offset: u32) {
-        let base = self.bytes.len() as u32;
-        let remap: Vec<u16> = other
-            .tables
+    /// The index of each of `names` among the batch's tables, as a row's
+    /// table index (1-based), naming those it does not name yet.
+    pub(crate) fn table_indexes(&mut self, names: &[String]) -> Vec<u16> {
+        names
             .iter()
             .map(|name| match self.tables.iter().position(|t| t == name) {
                 Some(i) => (i + 1) as u16,
@@ -135,7 +134,13 @@ impl RowBatch {
                     self.tables.len() as u16
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// Appends `other`'s rows, shifting their message indexes by `message_offset`.
+    pub fn append(&mut self, other: &RowBatch, message_offset: u32) {
+        let base = self.bytes.len() as u32;
+        let remap = self.table_indexes(&other.tables);
         self.bytes.extend_from_slice(&other.bytes);
         self.entries.extend(other.entries.iter().map(|&e| RowEntry {
             message: e.message + message_offset,

@@ -36,7 +36,7 @@ use wasmtime::Engine;
 
 use crate::batch::MessageBatch;
 use crate::rows::columns::ColumnOutput;
-use crate::rows::guest_columns::{GuestColumns, LeanTable};
+use crate::rows::guest_columns::{GuestColumns, LeanRoutes, LeanTable};
 use crate::rows::{RowVisitor, TransformOutput};
 use crate::schema::TableSchema;
 pub(crate) use bindings::{WIT_PACKAGE, WIT_VERSION};
@@ -283,18 +283,25 @@ impl Transform {
     }
 
     /// [`Transform::process`], with the rows for `table` (the sink's own
-    /// log table) put in its lean-path columns as they are read from the
-    /// guest's buffer, each cell decoded once. The columns are `None` when
+    /// log table), and for the tables `routes` has, put in their lean-path
+    /// columns as they are read from the guest's buffer, each cell decoded
+    /// once. The columns are `None` when
     /// they were not made that way (the batch's first call failed, or
     /// the builders could not be made): the caller makes them of the rows.
-    pub(crate) fn process_into_columns(
+    pub(crate) fn process_into_columns<'t>(
         &self,
-        batch: &MessageBatch,
-        table: LeanTable<'_>,
+        batch: &'t MessageBatch,
+        table: LeanTable<'t>,
+        routes: Option<&'t dyn LeanRoutes>,
         include_metadata: bool,
     ) -> Result<(TransformOutput, Option<Result<ColumnOutput, String>>), TransformError> {
         let tables = [Some(table)];
-        let mut columns = GuestColumns::new(batch, 0, batch.len(), &tables, include_metadata).ok();
+        let mut columns = GuestColumns::new(batch, 0, batch.len(), &tables, include_metadata)
+            .ok()
+            .map(|c| match routes {
+                Some(routes) => c.with_routes(routes),
+                None => c,
+            });
         let visitor = columns.as_mut().map(|c| c as &mut dyn RowVisitor);
         let (output, visited) = self.process_visiting(batch, visitor)?;
         let columns = columns.filter(|_| visited).map(|c| c.finish(&output.outcomes));

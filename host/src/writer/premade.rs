@@ -1,12 +1,17 @@
 //! A transform's chunks finished beside the transform: on the blocking
 //! thread that made a chunk's rows, right after the call, rows bound for
-//! the sink's own log table are checked and put in the lean path's Arrow
+//! the sink's own log table, and for the log tables it routes to that the
+//! writer has open already, are checked and put in the lean path's Arrow
 //! columns, so that the writer's one thread only sends them and chunks are
 //! made into columns on every core. A chunk with rows for any other table
-//! (routed rows must be resolved first), or one finished for a table that
-//! has been opened anew since, is made into columns by the writer as
-//! before: the same checks, the same dead-letter texts.
+//! (one not open yet, or not a log table whose batches land whole), or one
+//! finished for a table that has been opened anew since, is made into
+//! columns by the writer as before: the same checks, the same dead-letter
+//! texts. The writer resolves every table a finished chunk names as it
+//! would the rows' own (`allowed_tables`, the tables-per-batch cap) and
+//! takes its columns only when each is the very table they were made for.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::FlussWriter;
@@ -14,7 +19,7 @@ use super::tables::Table;
 use crate::batch::MessageBatch;
 use crate::rows::TransformOutput;
 use crate::rows::columns::ColumnOutput;
-use crate::rows::guest_columns::{LeanTable, guest_columns};
+use crate::rows::guest_columns::{LeanRoutes, LeanTable, guest_columns};
 use crate::schema::TablePath;
 
 /// A transform's rows for one chunk of a batch's messages, with the lean
@@ -22,8 +27,9 @@ use crate::schema::TablePath;
 pub struct TransformedChunk {
     /// The chunk's rows as the transform made them (what the spool keeps).
     pub rows: Arc<TransformOutput>,
-    /// `rows` in the columns of the table they were made for.
-    columns: Option<(Arc<Table>, ColumnOutput)>,
+    /// `rows` in the columns of the tables they were made for, by the
+    /// rows' table index (0: the sink's own).
+    columns: Option<(Vec<Arc<Table>>, ColumnOutput)>,
 }
 
 impl From<Arc<TransformOutput>> for TransformedChunk {
@@ -43,13 +49,12 @@ impl std::fmt::Debug for TransformedChunk {
 }
 
 impl TransformedChunk {
-    /// The columns of the rows, when they were made for `table` (the very
-    /// table the writer has open now, not an earlier opening of it).
-    pub(super) fn columns_for(&self, table: &Arc<Table>) -> Option<&ColumnOutput> {
-        match &self.columns {
-            Some((made_for, columns)) if Arc::ptr_eq(made_for, table) => Some(columns),
-            _ => None,
-        }
+    /// The columns of the rows, when they were made, with the tables they
+    /// were made for by the rows' table index (0: the sink's own).
+    pub(super) fn premade(&self) -> Option<(&[Arc<Table>], &ColumnOutput)> {
+        self.columns
+            .as_ref()
+            .map(|(tables, columns)| (tables.as_slice(), columns))
     }
 
     /// Whether the rows come with their columns made.
@@ -63,21 +68,55 @@ impl TransformedChunk {
 #[derive(Clone)]
 pub struct ChunkFinisher {
     table: Arc<Table>,
+    routes: Arc<OpenRoutes>,
     include_metadata: bool,
+}
+
+/// The log tables rows may be routed to that the writer had open, and that
+/// take columns, when the finisher was made: where routed rows' columns can
+/// be made beside the transform.
+struct OpenRoutes {
+    /// The sink's own table, which rows may name too.
+    own: Arc<Table>,
+    tables: HashMap<TablePath, Arc<Table>>,
+}
+
+impl OpenRoutes {
+    /// The table named `name`, when it is the sink's own or one open.
+    fn table(&self, name: &str) -> Option<&Arc<Table>> {
+        let path = name.parse::<TablePath>().ok()?;
+        if path == self.own.schema.path {
+            return Some(&self.own);
+        }
+        self.tables.get(&path)
+    }
+}
+
+impl LeanRoutes for OpenRoutes {
+    fn lean_table(&self, name: &str) -> Option<LeanTable<'_>> {
+        self.table(name).map(|t| LeanTable {
+            schema: &t.schema,
+            arrow_schema: &t.arrow_schema,
+        })
+    }
 }
 
 impl ChunkFinisher {
     /// `rows`, made of `chunk` (the chunk's own messages), with their Arrow
-    /// columns when every row is for the sink's own table; rows alone when
-    /// one names a table, or when the columns cannot be built (the writer
-    /// then says why, as it would have).
+    /// columns when every row is for the sink's own table or one of the
+    /// open tables the finisher knows; rows alone when one names any other
+    /// table, or when the columns cannot be built (the writer then says
+    /// why, as it would have).
     pub fn finish(&self, rows: Arc<TransformOutput>, chunk: &MessageBatch) -> TransformedChunk {
-        if !rows.rows.tables().is_empty() {
-            return rows.into();
+        let mut tables = vec![Some(self.lean_table())];
+        for name in rows.rows.tables() {
+            match self.routes.lean_table(name) {
+                Some(table) => tables.push(Some(table)),
+                None => return rows.into(),
+            }
         }
-        let table = [Some(self.lean_table())];
         let messages = 0..rows.outcomes.len();
-        let columns = guest_columns(&rows, messages, chunk, &table, self.include_metadata);
+        let columns = guest_columns(&rows, messages, chunk, &tables, self.include_metadata);
         self.with_columns(rows, columns)
     }
 
@@ -89,25 +128,38 @@ impl ChunkFinisher {
         }
     }
 
+    /// The open tables rows may be routed to (see [`LeanRoutes`]).
+    pub(crate) fn routes(&self) -> &dyn LeanRoutes {
+        self.routes.as_ref()
+    }
+
     /// Whether the columns hold the metadata columns' values.
     pub(crate) fn include_metadata(&self) -> bool {
         self.include_metadata
     }
 
     /// `rows` with `columns` made of them for the finisher's table (see
-    /// [`ChunkFinisher::lean_table`]); rows alone when the columns could
-    /// not be made or the rows name another table.
+    /// [`ChunkFinisher::lean_table`]) and the routed tables the rows name
+    /// (see [`ChunkFinisher::routes`]); rows alone when the columns could
+    /// not be made.
     pub(crate) fn with_columns(
         &self,
         rows: Arc<TransformOutput>,
         columns: Result<ColumnOutput, String>,
     ) -> TransformedChunk {
-        match columns {
-            Ok(columns) if rows.rows.tables().is_empty() => TransformedChunk {
-                rows,
-                columns: Some((self.table.clone(), columns)),
-            },
-            _ => rows.into(),
+        let Ok(columns) = columns else {
+            return rows.into();
+        };
+        let mut tables = vec![self.table.clone()];
+        for name in rows.rows.tables() {
+            match self.routes.table(name) {
+                Some(table) => tables.push(table.clone()),
+                None => return rows.into(),
+            }
+        }
+        TransformedChunk {
+            rows,
+            columns: Some((tables, columns)),
         }
     }
 }
@@ -119,7 +171,20 @@ impl FlussWriter {
     /// then makes the rows into what the table takes itself.
     pub async fn chunk_finisher(&self, path: &TablePath) -> Option<ChunkFinisher> {
         let table = self.open_table_now(path).await?;
-        table.takes_columns().then(|| ChunkFinisher {
+        if !table.takes_columns() {
+            return None;
+        }
+        let tables = self
+            .routable_open_tables()
+            .await
+            .into_iter()
+            .filter(|(_, t)| t.takes_columns())
+            .collect();
+        Some(ChunkFinisher {
+            routes: Arc::new(OpenRoutes {
+                own: table.clone(),
+                tables,
+            }),
             table,
             include_metadata: self.settings.include_metadata,
         })

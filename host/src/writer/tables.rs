@@ -165,6 +165,17 @@ impl FlussWriter {
         self.tables.lock().await.get(path).cloned()
     }
 
+    /// The open tables rows may be routed to now (see
+    /// [`super::routing::Router::refusal`]), by path.
+    pub(super) async fn routable_open_tables(&self) -> Vec<(TablePath, Arc<Table>)> {
+        let open: Vec<(TablePath, Arc<Table>)> = (self.tables.lock().await.iter())
+            .map(|(path, table)| (path.clone(), table.clone()))
+            .collect();
+        open.into_iter()
+            .filter(|(path, _)| self.router.refusal(path).is_none())
+            .collect()
+    }
+
     async fn open_table(&self, path: &TablePath, deadline: Deadline) -> Result<Table, WriteError> {
         let fail = |reason: String| WriteError::Table {
             table: path.to_string(),

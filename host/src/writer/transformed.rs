@@ -179,9 +179,10 @@ impl LeanStream<'_> {
         }
         if self.pending.is_empty() {
             let chunk = chunks.next()?;
-            let default = self.tables[0].as_ref().expect("the sink's own table");
-            if let Some(columns) = chunk.columns_for(default) {
-                return Some(Ok(self.take_made(columns.clone())));
+            match self.take_premade(&chunk) {
+                Ok(Some(made)) => return Some(Ok(made)),
+                Ok(None) => {}
+                Err(e) => return Some(Err(e)),
             }
             let rows = match Arc::try_unwrap(chunk) {
                 Ok(chunk) => chunk.rows,
@@ -228,26 +229,38 @@ impl LeanStream<'_> {
         }))
     }
 
-    /// Takes `columns`, a chunk's rows made into the sink's own table's
-    /// columns where they were made, as they are.
-    fn take_made(&mut self, columns: ColumnOutput) -> LeanChunk {
-        // Their messages counted, their rows not copied: the messages after
-        // them keep their place in the batch.
-        self.output.outcomes.extend_from_slice(&columns.outcomes);
-        self.kinds.resize(self.output.outcomes.len(), self.stage);
-        LeanChunk {
-            kinds: vec![self.stage; columns.outcomes.len()],
-            columns,
-            tables: self.tables.clone(),
+    /// The columns made with `chunk`'s rows where they were made (see
+    /// [`TransformedChunk::premade`]), taken as they are when every table
+    /// they were made for is the very table the rows' table names resolve
+    /// to now; `None` when there are none or one is not (the rows are then
+    /// taken instead).
+    fn take_premade(&mut self, chunk: &TransformedChunk) -> Result<Option<LeanChunk>, WriteError> {
+        let Some((made_for, columns)) = chunk.premade() else {
+            return Ok(None);
+        };
+        let names = chunk.rows.rows.tables();
+        let default = self.tables[0].as_ref().expect("the sink's own table");
+        if made_for.len() != names.len() + 1 || !Arc::ptr_eq(&made_for[0], default) {
+            return Ok(None);
         }
+        self.resolve(names)?;
+        let same = names
+            .iter()
+            .zip(&made_for[1..])
+            .all(|(name, table)| matches!(&self.resolved[name], Ok(t) if Arc::ptr_eq(t, table)));
+        if !same {
+            return Ok(None);
+        }
+        let indexes = self.output.rows.table_indexes(names);
+        self.name_new_tables();
+        Ok(Some(self.take_made(columns.clone().routed_to(&indexes))))
     }
 
-    /// Takes `chunk` onto the lean path (`true`), or holds it back when one
-    /// of the tables it names is not a log table whose batches land whole
-    /// (`false`). Rows for a table that cannot be had (or may not be routed
-    /// to) dead-letter their message.
-    fn take(&mut self, chunk: Arc<TransformOutput>) -> Result<bool, WriteError> {
-        for name in chunk.rows.tables() {
+    /// Resolves each of `names` (tables a chunk's rows name) not resolved
+    /// yet: past [`routing::MAX_TABLES_PER_BATCH`], or where rows may not
+    /// go, one cannot be had.
+    fn resolve(&mut self, names: &[String]) -> Result<(), WriteError> {
+        for name in names {
             if self.resolved.contains_key(name) {
                 continue;
             }
@@ -265,6 +278,37 @@ impl LeanStream<'_> {
             };
             self.resolved.insert(name.clone(), resolved);
         }
+        Ok(())
+    }
+
+    /// The tables of the names `output` has come to name since the last call.
+    fn name_new_tables(&mut self) {
+        let named = self.output.rows.tables();
+        for name in &named[self.tables.len() - 1..] {
+            self.tables.push(self.resolved[name].as_ref().ok().cloned());
+        }
+    }
+
+    /// Takes `columns`, a chunk's rows made into their tables' columns
+    /// where they were made, as they are.
+    fn take_made(&mut self, columns: ColumnOutput) -> LeanChunk {
+        // Their messages counted, their rows not copied: the messages after
+        // them keep their place in the batch.
+        self.output.outcomes.extend_from_slice(&columns.outcomes);
+        self.kinds.resize(self.output.outcomes.len(), self.stage);
+        LeanChunk {
+            kinds: vec![self.stage; columns.outcomes.len()],
+            columns,
+            tables: self.tables.clone(),
+        }
+    }
+
+    /// Takes `chunk` onto the lean path (`true`), or holds it back when one
+    /// of the tables it names is not a log table whose batches land whole
+    /// (`false`). Rows for a table that cannot be had (or may not be routed
+    /// to) dead-letter their message.
+    fn take(&mut self, chunk: Arc<TransformOutput>) -> Result<bool, WriteError> {
+        self.resolve(chunk.rows.tables())?;
         let other_kind = chunk
             .rows
             .tables()
@@ -294,10 +338,7 @@ impl LeanStream<'_> {
         }
         let end = self.output.outcomes.len();
         self.kinds.resize(end, self.stage);
-        let named = self.output.rows.tables();
-        for name in &named[self.tables.len() - 1..] {
-            self.tables.push(self.resolved[name].as_ref().ok().cloned());
-        }
+        self.name_new_tables();
         let mut unresolved = Vec::new();
         for (entry, _) in self.output.rows.iter_messages(start..end) {
             if let Some(name) = self.output.rows.table_name(entry.table)

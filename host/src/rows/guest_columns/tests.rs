@@ -331,3 +331,96 @@ fn a_row_for_a_table_without_columns_leaves_the_columns_unmade() {
     let err = columns.finish(&outcomes).unwrap_err();
     assert!(err.contains("table index 1"), "{err}");
 }
+
+/// Routed tables by name, as the writer's open tables are.
+struct Routes<'t>(Vec<(&'static str, LeanTable<'t>)>);
+
+impl LeanRoutes for Routes<'_> {
+    fn lean_table(&self, name: &str) -> Option<LeanTable<'_>> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+    }
+}
+
+#[test]
+fn routed_rows_put_in_columns_as_they_decode_are_the_columns_of_rows_read_first() {
+    let (sink, sink_arrow) = sink_table();
+    let mut other = schema();
+    other.path = TablePath::new("db", "other");
+    other.columns.truncate(1);
+    let other_arrow = arrow_schema_of(&other).unwrap();
+    let (sink_lean, other_lean) = (
+        LeanTable {
+            schema: &sink,
+            arrow_schema: &sink_arrow,
+        },
+        LeanTable {
+            schema: &other,
+            arrow_schema: &other_arrow,
+        },
+    );
+    // (message, table, id); a NULL id does not fit `other`'s NOT NULL column.
+    let rows = [
+        (0, 1, Some(1)),
+        (0, 2, Some(2)),
+        (1, 0, Some(3)),
+        (1, 1, None), // message 1 does not fit `db.other`: its row in the sink's table goes too
+        (2, 2, Some(4)),
+        (3, 1, Some(5)),
+    ];
+    let mut b = RowsBuilder::new();
+    let mut counts = [0u32; 4];
+    for &(m, table, id) in &rows {
+        counts[m as usize] += 1;
+        b.begin_row(RowKind::Append, table);
+        match id {
+            Some(id) => b.bigint(id),
+            None => b.null(),
+        }
+        if table != 1 {
+            b.decimal("1.00");
+            b.null();
+        }
+        b.end_row();
+    }
+    let bytes = b.into_bytes();
+    // The sink's own table named as a routed one, as a transform may.
+    let names = vec!["db.other".to_string(), "db.t".to_string()];
+    let made = TransformOutput {
+        outcomes: counts.iter().map(|&c| MessageOutcome::Rows(c)).collect(),
+        rows: RowBatch::from_encoded(bytes.clone(), names.clone(), &counts).unwrap(),
+    };
+    let batch = batch(4);
+    let all = [Some(sink_lean), Some(other_lean), Some(sink_lean)];
+    let expected = guest_columns(&made, 0..4, &batch, &all, false).unwrap();
+    let routes = Routes(vec![("db.other", other_lean), ("db.t", sink_lean)]);
+    let mut columns = GuestColumns::new(&batch, 0, 4, &all[..1], false)
+        .unwrap()
+        .with_routes(&routes);
+    RowBatch::read(bytes.clone(), names.clone(), &counts, Some(&mut columns)).unwrap();
+    let fused = columns.finish(&made.outcomes).unwrap();
+    assert_eq!(fused.outcomes, expected.outcomes);
+    assert!(matches!(&fused.outcomes[1], MessageOutcome::DeadLetter(r) if r.starts_with("table db.other: ")));
+    assert_eq!(fused.misfits, vec![1]);
+    for table in 0..3 {
+        let (fused, expected) = (
+            fused.table_rows(table).unwrap(),
+            expected.table_rows(table).unwrap(),
+        );
+        assert_eq!(fused.messages(), expected.messages(), "table {table}");
+        assert_eq!(
+            fused.record(0..fused.len()).unwrap(),
+            expected.record(0..expected.len()).unwrap()
+        );
+    }
+    assert_eq!(fused.table_rows(1).unwrap().messages(), &[0, 3]);
+    assert_eq!(fused.table_rows(2).unwrap().messages(), &[0, 2]);
+
+    // A name the routes do not have: no columns, and why.
+    let partial = Routes(vec![("db.other", other_lean)]);
+    let mut columns = GuestColumns::new(&batch, 0, 4, &all[..1], false)
+        .unwrap()
+        .with_routes(&partial);
+    RowBatch::read(bytes, names, &counts, Some(&mut columns)).unwrap();
+    let err = columns.finish(&made.outcomes).unwrap_err();
+    assert!(err.contains("table db.t"), "{err}");
+}
