@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use super::delivery::send_keyed;
 use super::failure::undelivered;
 use super::premade::TransformedChunk;
+use super::row_sends::send_keyed;
 use super::tables::{Sink, Table};
 use super::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};
 use crate::batch::MessageBatch;

@@ -31,6 +31,7 @@ mod partitions;
 mod placement;
 mod premade;
 pub(crate) mod routing;
+mod row_sends;
 mod settings;
 mod steps;
 mod tables;
