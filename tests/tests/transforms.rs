@@ -141,6 +141,19 @@ fn tenant_router_filters_and_routes_per_tenant() {
         .process(&text_batch(&[r#"{"tenant":"initech","v":7,"type":"order"}"#]))
         .unwrap();
     assert_eq!(rows_of(&again)[0].1, "lake.events_initech");
+
+    // More tenants than the component keeps table names for, twice over
+    // (names built anew past the kept ones), in one batch and the next.
+    let payloads: Vec<String> = (0..150)
+        .map(|i| format!(r#"{{"tenant":"t{}","v":{i},"type":"order"}}"#, i % 75))
+        .collect();
+    let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
+    for _ in 0..2 {
+        let out = t.process(&text_batch(&payloads)).unwrap();
+        let tables: Vec<String> = rows_of(&out).into_iter().map(|(_, table, _, _)| table).collect();
+        let want: Vec<String> = (0..150).map(|i| format!("lake.events_t{}", i % 75)).collect();
+        assert_eq!(tables, want);
+    }
 }
 
 #[test]

@@ -320,9 +320,10 @@ impl JsonMapper {
     }
 }
 
-/// `a == b` a word at a time: field names are short, and `==` calls
-/// `memcmp`, which WebAssembly's runtime library compares a byte at a time.
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+/// `a == b` a word at a time: field names and table names are short, and
+/// `==` calls `memcmp`, which WebAssembly's runtime library compares a byte
+/// at a time.
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 use fluss_row_codec::DEFAULT_TABLE;
 use fluss_row_codec::json::JsonMapper;
-pub use fluss_row_codec::json::{JsonField, field_text as json_field_text};
+pub use fluss_row_codec::json::{JsonField, field_text as json_field_text, same_bytes};
 pub use fluss_row_codec::{Column, DataType, RowKind, RowsBuilder};
 
 /// Bindings generated from the project's WIT world.
@@ -239,10 +239,13 @@ impl SdkState {
         let Some(path) = path else {
             return DEFAULT_TABLE;
         };
-        if path == self.tables[0].path {
+        // Names of one database share a long prefix: `==` would compare
+        // them a byte at a time (memcmp in WebAssembly), on every row.
+        let same = |name: &str| same_bytes(name.as_bytes(), path.as_bytes());
+        if same(&self.tables[0].path) {
             return DEFAULT_TABLE;
         }
-        match self.named.iter().position(|p| p == path) {
+        match self.named.iter().position(|p| same(p)) {
             Some(i) => (i + 1) as u16,
             None => {
                 self.named.push(path.to_string());

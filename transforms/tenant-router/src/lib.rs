@@ -7,7 +7,14 @@
 //! a primary key, appends otherwise. A message without a usable tenant is
 //! dead-lettered.
 
-use fluss_transform_sdk::{InitContext, JsonField, Message, Output, RowKind, Transform, export_transform};
+use std::borrow::Cow;
+
+use fluss_transform_sdk::{
+    InitContext, JsonField, Message, Output, RowKind, Transform, export_transform, same_bytes,
+};
+
+/// The most tenants whose table names are kept between messages.
+const KEPT_TABLE_NAMES: usize = 64;
 
 struct TenantRouter {
     database: String,
@@ -18,6 +25,25 @@ struct TenantRouter {
     /// The filter's field reader and the value it keeps.
     filter: Option<(JsonField, String)>,
     kind: RowKind,
+    /// `(tenant, table name)` of the tenants met, so that a message does
+    /// not build its table's name anew.
+    tables: Vec<(String, String)>,
+}
+
+impl TenantRouter {
+    /// The name of `tenant`'s table.
+    fn table_of(&mut self, tenant: &str) -> Cow<'_, str> {
+        let kept = (self.tables.iter()).position(|(t, _)| same_bytes(t.as_bytes(), tenant.as_bytes()));
+        if let Some(i) = kept {
+            return Cow::Borrowed(&self.tables[i].1);
+        }
+        let table = format!("{}.{}{}", self.database, self.prefix, tenant);
+        if self.tables.len() >= KEPT_TABLE_NAMES {
+            return Cow::Owned(table);
+        }
+        self.tables.push((tenant.to_string(), table));
+        Cow::Borrowed(&self.tables.last().expect("just kept").1)
+    }
 }
 
 fn field(payload: &[u8], reader: &JsonField) -> Result<Option<String>, String> {
@@ -46,6 +72,7 @@ impl Transform for TenantRouter {
             tenant_field,
             filter,
             kind,
+            tables: Vec::new(),
         })
     }
 
@@ -67,8 +94,9 @@ impl Transform for TenantRouter {
                 "tenant `{tenant}` is not a plain identifier (letters, digits, _)"
             ));
         }
-        let table = format!("{}.{}{}", self.database, self.prefix, tenant);
-        out.json_row_to(Some(&table), self.kind, message.payload)
+        let kind = self.kind;
+        let table = self.table_of(&tenant);
+        out.json_row_to(Some(&table), kind, message.payload)
     }
 }
 
