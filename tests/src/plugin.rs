@@ -368,6 +368,27 @@ pub mod encode {
     }
 }
 
+/// A config for a log table `path` with tenant/v columns whose messages
+/// `tenant-router` routes to `<path's table>_<tenant>` tables, created as
+/// needed; the prefix is returned beside it.
+pub fn tenant_router_config(path: &iggy_connector_fluss_sink::TablePath) -> (serde_json::Value, String) {
+    let prefix = format!("{}_", path.table);
+    let config = serde_json::json!({
+        "bootstrap_servers": crate::fluss_cluster::bootstrap(),
+        "database": path.database,
+        "table": path.table,
+        "columns": [{"name": "tenant", "type": "STRING"}, {"name": "v", "type": "INT"}],
+        "auto_create_table": true,
+        "allowed_tables": [format!("{}.{prefix}*", path.database)],
+        "transform": {
+            "path": crate::component("tenant-router"),
+            "cache_dir": crate::test_cache_dir(),
+            "config": {"prefix": prefix}
+        }
+    });
+    (config, prefix)
+}
+
 /// A config for a log table `path` with id/name/amount columns and a dead-letter table.
 pub fn log_config(
     path: &iggy_connector_fluss_sink::TablePath,

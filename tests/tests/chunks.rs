@@ -12,7 +12,7 @@ use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::{
     block, bootstrap, create_bucketed_log_table, lookup_string, read_log, unique_table,
 };
-use integration_tests::plugin::{Plugin, TestMessage, log_config, logged, next_id};
+use integration_tests::plugin::{Plugin, TestMessage, log_config, logged, next_id, tenant_router_config};
 use integration_tests::{component, test_cache_dir};
 use serde_json::json;
 
@@ -162,7 +162,7 @@ fn a_partitioned_consume_of_many_chunks_lands_each_row_in_its_partition_in_order
 fn a_chunk_for_a_table_the_lean_path_cannot_write_sends_it_and_the_rest_the_encoded_way() {
     let plugin = Plugin::load();
     let path = unique_table("chunks_route");
-    let prefix = format!("{}_", path.table);
+    let (mut config, prefix) = tenant_router_config(&path);
     let (lean, bucketed) = (
         TablePath::new(path.database.clone(), format!("{prefix}lean")),
         TablePath::new(path.database.clone(), format!("{prefix}bucketed")),
@@ -173,21 +173,8 @@ fn a_chunk_for_a_table_the_lean_path_cannot_write_sends_it_and_the_rest_the_enco
         "v",
     ));
     let id = next_id();
-    let config = json!({
-        "bootstrap_servers": bootstrap(),
-        "database": path.database,
-        "table": path.table,
-        "columns": [{"name": "tenant", "type": "STRING"}, {"name": "v", "type": "INT"}],
-        "bucket_count": 1,
-        "batch_size": 2,
-        "auto_create_table": true,
-        "allowed_tables": [format!("{}.{prefix}*", path.database)],
-        "transform": {
-            "path": component("tenant-router"),
-            "cache_dir": test_cache_dir(),
-            "config": {"prefix": prefix}
-        }
-    });
+    config["bucket_count"] = json!(1);
+    config["batch_size"] = json!(2);
     plugin.open_ok(id, &config);
     let tenant_of = |v: u64| if v == 6 || v == 7 { "bucketed" } else { "lean" };
     let messages: Vec<TestMessage> = (0..10u64)
@@ -220,22 +207,9 @@ fn a_chunk_for_a_table_the_lean_path_cannot_write_sends_it_and_the_rest_the_enco
 fn routed_rows_land_once_and_in_order_before_and_after_their_tables_are_open() {
     let plugin = Plugin::load();
     let path = unique_table("chunks_tenants");
-    let prefix = format!("{}_", path.table);
+    let (mut config, prefix) = tenant_router_config(&path);
+    config["batch_size"] = json!(2);
     let id = next_id();
-    let config = json!({
-        "bootstrap_servers": bootstrap(),
-        "database": path.database,
-        "table": path.table,
-        "columns": [{"name": "tenant", "type": "STRING"}, {"name": "v", "type": "INT"}],
-        "batch_size": 2,
-        "auto_create_table": true,
-        "allowed_tables": [format!("{}.{prefix}*", path.database)],
-        "transform": {
-            "path": component("tenant-router"),
-            "cache_dir": test_cache_dir(),
-            "config": {"prefix": prefix}
-        }
-    });
     plugin.open_ok(id, &config);
     let tenants = ["a", "b", "c"];
     for consume in 0..2u64 {

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::{
-    AllMade, DeadLetterKind, Deadline, MessageBatch, MessageOutcome, RowBatch, TablePath, TransformOutput,
+    AllMade, DeadLetterKind, Deadline, FlussWriter, MessageBatch, MessageOutcome, RowBatch, TablePath,
+    TransformOutput, TransformedChunk, WriteReport,
 };
 use integration_tests::fluss_cluster::{read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};
@@ -44,6 +45,18 @@ fn made_of(from: u64, count: u64) -> MessageBatch {
         batch.push(offset, offset.into(), 0, b"{}", []).unwrap();
     }
     batch
+}
+
+/// Writes `chunks` (one message for each outcome) to `path`, the sink's
+/// table, as a transform's rows.
+async fn write(w: &FlussWriter, path: &TablePath, chunks: Vec<TransformedChunk>) -> WriteReport {
+    let messages = chunks.iter().map(|c| c.rows.outcomes.len()).sum();
+    let batch = text_batch(&vec!["{}"; messages]);
+    let chunks = AllMade(chunks.into_iter().map(Arc::new));
+    let deadline = Deadline::after(Duration::from_secs(60));
+    w.write_transformed_within(&batch, chunks, path, DeadLetterKind::Transform, deadline)
+        .await
+        .unwrap()
 }
 
 /// Rows `[v, offset]` as read back.
@@ -109,13 +122,7 @@ async fn chunks_finished_beside_the_transform_are_sent_as_made() {
         "a primary-key table takes no columns"
     );
 
-    let batch = text_batch(&["{}"; 8]);
-    let chunks = AllMade(chunks.into_iter().map(Arc::new));
-    let deadline = Deadline::after(Duration::from_secs(60));
-    let report = w
-        .write_transformed_within(&batch, chunks, &path, DeadLetterKind::Transform, deadline)
-        .await
-        .unwrap();
+    let report = write(&w, &path, chunks).await;
     assert_eq!((report.written, report.dead_lettered), (7, 1));
     let read = read_log(&path, 7, Duration::from_secs(20)).await;
     let want = [[0, 100], [1, 101], [2, 2], [3, 3], [4, 4], [5, 105], [7, 107]];
@@ -170,13 +177,7 @@ async fn routed_chunks_finished_beside_the_transform_are_sent_as_made() {
         [true, true, false, true, false, true]
     );
 
-    let batch = text_batch(&["{}"; 10]);
-    let chunks = AllMade(chunks.into_iter().map(Arc::new));
-    let deadline = Deadline::after(Duration::from_secs(60));
-    let report = w
-        .write_transformed_within(&batch, chunks, &path, DeadLetterKind::Transform, deadline)
-        .await
-        .unwrap();
+    let report = write(&w, &path, chunks).await;
     assert_eq!((report.written, report.dead_lettered), (9, 1));
     let timeout = Duration::from_secs(20);
     assert_eq!(read_log(&path, 1, timeout).await, expected(&[[4, 104]]));
@@ -201,13 +202,7 @@ async fn routed_chunks_finished_beside_the_transform_are_sent_as_made() {
     let finisher = w.chunk_finisher(&path).await.unwrap();
     let past_the_cap = finisher.finish(rows(&[(1, Ok(70))], &[&r1]), &made_of(300, 1));
     assert!(past_the_cap.has_columns(), "made for an open table");
-    let batch = text_batch(&vec!["{}"; cap as usize + 1]);
-    let chunks = AllMade([Arc::new(many.into()), Arc::new(past_the_cap)].into_iter());
-    let deadline = Deadline::after(Duration::from_secs(60));
-    let report = w
-        .write_transformed_within(&batch, chunks, &path, DeadLetterKind::Transform, deadline)
-        .await
-        .unwrap();
+    let report = write(&w, &path, vec![many.into(), past_the_cap]).await;
     assert_eq!((report.written, report.dead_lettered), (0, cap as usize + 1));
     assert_eq!(
         read_log(&r1, 4, timeout).await,

@@ -9,7 +9,9 @@ use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::{
     block, bootstrap, lookup_string, newest_auto_partition, read_log, recent_days, unique_table,
 };
-use integration_tests::plugin::{Plugin, TestMessage, encode, log_config, logged, next_id};
+use integration_tests::plugin::{
+    Plugin, TestMessage, encode, log_config, logged, next_id, tenant_router_config,
+};
 use integration_tests::{component, test_cache_dir};
 use serde_json::json;
 
@@ -198,21 +200,8 @@ fn json_with_an_op_header_deletes_from_a_primary_key_table() {
 fn a_tenant_router_writes_two_tables() {
     let plugin = Plugin::load();
     let path = unique_table("abi_tenants");
-    let prefix = format!("{}_", path.table);
+    let (config, prefix) = tenant_router_config(&path);
     let id = next_id();
-    let config = json!({
-        "bootstrap_servers": bootstrap(),
-        "database": path.database,
-        "table": path.table,
-        "columns": [{"name": "tenant", "type": "STRING"}, {"name": "v", "type": "INT"}],
-        "auto_create_table": true,
-        "allowed_tables": [format!("{}.{prefix}*", path.database)],
-        "transform": {
-            "path": component("tenant-router"),
-            "cache_dir": test_cache_dir(),
-            "config": {"prefix": prefix}
-        }
-    });
     plugin.open_ok(id, &config);
     let messages: Vec<TestMessage> = [("acme", 1), ("globex", 2), ("acme", 3)]
         .iter()

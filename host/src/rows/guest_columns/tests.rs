@@ -120,6 +120,32 @@ fn one_pass_gives_the_encoded_paths_outcomes_and_rows() {
     assert_eq!(outcomes[5], MessageOutcome::Rows(0), "filtered stays filtered");
 }
 
+/// One row per `(message, table, id)` (a NULL id for `None`), with the
+/// sink table's other two cells where `full(table)`; the rows' encoding
+/// and the count of each of `messages` messages.
+fn routed_rows(
+    rows: &[(u32, u16, Option<i64>)],
+    messages: usize,
+    full: impl Fn(u16) -> bool,
+) -> (Vec<u8>, Vec<u32>) {
+    let mut b = RowsBuilder::new();
+    let mut counts = vec![0u32; messages];
+    for &(m, table, id) in rows {
+        counts[m as usize] += 1;
+        b.begin_row(RowKind::Append, table);
+        match id {
+            Some(id) => b.bigint(id),
+            None => b.null(),
+        }
+        if full(table) {
+            b.decimal("1.00");
+            b.null();
+        }
+        b.end_row();
+    }
+    (b.into_bytes(), counts)
+}
+
 #[test]
 fn routed_rows_go_to_their_tables_and_a_misfit_takes_its_message_out_of_every_table() {
     let sink = schema();
@@ -138,25 +164,11 @@ fn routed_rows_go_to_their_tables_and_a_misfit_takes_its_message_out_of_every_ta
         (3, 2, Some(7)),
         (4, 1, Some(8)),
     ];
-    let mut b = RowsBuilder::new();
-    let mut counts = [0u32; 5];
-    for &(m, table, id) in &rows {
-        counts[m as usize] += 1;
-        b.begin_row(RowKind::Append, table);
-        match id {
-            Some(id) => b.bigint(id),
-            None => b.null(),
-        }
-        if table == 0 {
-            b.decimal("1.00");
-            b.null();
-        }
-        b.end_row();
-    }
+    let (bytes, counts) = routed_rows(&rows, 5, |table| table == 0);
     let tables = vec!["db.other".to_string(), "db.gone".to_string()];
     let mut made = TransformOutput {
         outcomes: counts.iter().map(|&c| MessageOutcome::Rows(c)).collect(),
-        rows: RowBatch::from_encoded(b.into_bytes(), tables, &counts).unwrap(),
+        rows: RowBatch::from_encoded(bytes, tables, &counts).unwrap(),
     };
     made.outcomes[3] = MessageOutcome::DeadLetter("table db.gone: not allowed".into());
     let (sink_arrow, other_arrow) = (arrow_schema_of(&sink).unwrap(), arrow_schema_of(&other).unwrap());
@@ -367,22 +379,7 @@ fn routed_rows_put_in_columns_as_they_decode_are_the_columns_of_rows_read_first(
         (2, 2, Some(4)),
         (3, 1, Some(5)),
     ];
-    let mut b = RowsBuilder::new();
-    let mut counts = [0u32; 4];
-    for &(m, table, id) in &rows {
-        counts[m as usize] += 1;
-        b.begin_row(RowKind::Append, table);
-        match id {
-            Some(id) => b.bigint(id),
-            None => b.null(),
-        }
-        if table != 1 {
-            b.decimal("1.00");
-            b.null();
-        }
-        b.end_row();
-    }
-    let bytes = b.into_bytes();
+    let (bytes, counts) = routed_rows(&rows, 4, |table| table != 1);
     // The sink's own table named as a routed one, as a transform may.
     let names = vec!["db.other".to_string(), "db.t".to_string()];
     let made = TransformOutput {
