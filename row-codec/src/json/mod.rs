@@ -32,10 +32,12 @@ use crate::{Cell, RowKind, RowSink};
 
 mod convert;
 mod flat;
+mod routed;
 mod skip;
 mod visit;
 
 pub use convert::trim;
+pub use routed::Routed;
 
 use skip::Skip;
 use visit::{ObjectVisitor, serde_json_object};
@@ -67,7 +69,12 @@ pub enum MapError {
 /// Maps JSON objects onto rows of one column list.
 #[derive(Debug, Clone)]
 pub struct JsonMapper {
+    /// The rows' columns, then the field read besides them, if any.
     columns: Vec<Column>,
+    /// How many of `columns` rows have.
+    visible: usize,
+    /// The column whose value [`JsonMapper::map_routed_into`] hands on.
+    field: Option<usize>,
     partial: bool,
     parser: JsonParser,
     flat_first: bool,
@@ -114,7 +121,9 @@ impl JsonMapper {
     /// A mapper for rows with these columns, in this order.
     pub fn new(columns: Vec<Column>) -> Self {
         Self {
+            visible: columns.len(),
             columns,
+            field: None,
             partial: false,
             parser: JsonParser::default(),
             flat_first: true,
@@ -162,7 +171,7 @@ impl JsonMapper {
 
     /// The columns rows are mapped onto.
     pub fn columns(&self) -> &[Column] {
-        &self.columns
+        &self.columns[..self.visible]
     }
 
     /// Maps `payload` to one row of `kind` for `table` in `out`. On error
@@ -178,8 +187,20 @@ impl JsonMapper {
         let mut heap = Vec::new();
         let slots = self.slots(&mut inline, &mut heap);
         self.parse(payload, slots)?;
-        // Every refusal comes before the row is begun: a sink is never left
-        // with half a row.
+        self.emit(slots, kind, table, out)
+    }
+
+    /// The row of the values in `slots` (one per column), of `kind` for
+    /// `table`, added to `out`; a NOT NULL column without a value refuses
+    /// it before it is begun, so that a sink is never left with half a row.
+    fn emit<S: RowSink + ?Sized>(
+        &self,
+        slots: &[Option<Typed<'_>>],
+        kind: RowKind,
+        table: u16,
+        out: &mut S,
+    ) -> Result<(), MapError> {
+        let slots = &slots[..self.visible];
         for (column, slot) in self.columns.iter().zip(slots.iter()) {
             if !column.nullable && matches!(slot, None | Some(Typed::Null)) {
                 return Err(MapError::MissingValue(column.name.clone()));

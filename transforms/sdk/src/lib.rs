@@ -31,6 +31,8 @@ use std::collections::BTreeMap;
 
 use fluss_row_codec::DEFAULT_TABLE;
 use fluss_row_codec::json::JsonMapper;
+
+mod routed;
 pub use fluss_row_codec::json::{JsonField, field_text as json_field_text, same_bytes};
 pub use fluss_row_codec::{Column, DataType, RowKind, RowsBuilder};
 
@@ -232,28 +234,16 @@ struct SdkState {
     named: Vec<String>,
     /// JSON mappers per table index (0 = default), whole rows then partial.
     mappers: [Vec<Option<JsonMapper>>; 2],
+    /// The field rows are routed by, and the sink table's mapper that
+    /// reads it besides the row (`None`: a column of another type has the
+    /// field's name): see `routed`.
+    routed: Option<(String, Option<JsonMapper>)>,
 }
 
 impl SdkState {
     fn table_index(&mut self, path: Option<&str>) -> u16 {
-        let Some(path) = path else {
-            return DEFAULT_TABLE;
-        };
-        // Names of one database share a long prefix: `==` would compare
-        // them a byte at a time (memcmp in WebAssembly), on every row.
-        let same = |name: &str| same_bytes(name.as_bytes(), path.as_bytes());
-        if same(&self.tables[0].path) {
-            return DEFAULT_TABLE;
-        }
-        match self.named.iter().position(|p| same(p)) {
-            Some(i) => (i + 1) as u16,
-            None => {
-                self.named.push(path.to_string());
-                self.named.len() as u16
-            }
-        }
+        table_index(&self.tables, &mut self.named, path)
     }
-
     /// Columns of the table at `index`: its known schema, or the default
     /// table's for a table the host did not describe (the host checks).
     fn columns(&self, index: u16) -> &[Column] {
@@ -287,6 +277,28 @@ impl SdkState {
     }
 }
 
+/// The index rows give table `path` (`None`: the sink's table): 0 for the
+/// sink's own, else 1 + its place among the names met, `named`, where a
+/// new name is added.
+fn table_index(tables: &[Table], named: &mut Vec<String>, path: Option<&str>) -> u16 {
+    let Some(path) = path else {
+        return DEFAULT_TABLE;
+    };
+    // Names of one database share a long prefix: `==` would compare
+    // them a byte at a time (memcmp in WebAssembly), on every row.
+    let same = |name: &str| same_bytes(name.as_bytes(), path.as_bytes());
+    if same(&tables[0].path) {
+        return DEFAULT_TABLE;
+    }
+    match named.iter().position(|p| same(p)) {
+        Some(i) => (i + 1) as u16,
+        None => {
+            named.push(path.to_string());
+            named.len() as u16
+        }
+    }
+}
+
 impl<'a> Output<'a> {
     /// Maps a JSON object onto one row of the sink's table by column name.
     pub fn json_row(&mut self, kind: RowKind, payload: &[u8]) -> Result<(), String> {
@@ -297,6 +309,11 @@ impl<'a> Output<'a> {
     /// for the sink's table).
     pub fn json_row_to(&mut self, table: Option<&str>, kind: RowKind, payload: &[u8]) -> Result<(), String> {
         let index = self.state.table_index(table);
+        self.json_row_at(index, kind, payload)
+    }
+
+    /// [`Output::json_row_to`] for the table of index `index`.
+    fn json_row_at(&mut self, index: u16, kind: RowKind, payload: &[u8]) -> Result<(), String> {
         let mapper = self.state.mapper(index, false);
         mapper
             .map_into(payload, kind, index, self.rows)
@@ -465,6 +482,7 @@ pub mod runtime {
             tables: ctx.tables,
             named: Vec::new(),
             mappers: [Vec::new(), Vec::new()],
+            routed: None,
         };
         INSTANCE.with(|i| *i.borrow_mut() = Some(Box::new(Instance { transform, state })));
         Ok(())

@@ -5,7 +5,8 @@
 //! database), `prefix` (default ""), `tenant_field` (default "tenant"),
 //! `filter_field`, `filter_value`. Rows are upserts when the sink's table has
 //! a primary key, appends otherwise. A message without a usable tenant is
-//! dead-lettered.
+//! dead-lettered. The payload is read once for its tenant and its row
+//! (`Output::json_row_routed`).
 
 use std::borrow::Cow;
 
@@ -17,37 +18,36 @@ use fluss_transform_sdk::{
 const KEPT_TABLE_NAMES: usize = 64;
 
 struct TenantRouter {
-    database: String,
-    prefix: String,
     tenant_field: String,
-    /// Reads `tenant_field` from each payload.
-    tenant: JsonField,
     /// The filter's field reader and the value it keeps.
     filter: Option<(JsonField, String)>,
     kind: RowKind,
-    /// `(tenant, table name)` of the tenants met, so that a message does
-    /// not build its table's name anew.
-    tables: Vec<(String, String)>,
+    tables: TableNames,
 }
 
-impl TenantRouter {
+/// The tenants' table names, kept for the tenants met so that a message
+/// does not build its table's name anew.
+struct TableNames {
+    database: String,
+    prefix: String,
+    /// `(tenant, table name)`.
+    kept: Vec<(String, String)>,
+}
+
+impl TableNames {
     /// The name of `tenant`'s table.
-    fn table_of(&mut self, tenant: &str) -> Cow<'_, str> {
-        let kept = (self.tables.iter()).position(|(t, _)| same_bytes(t.as_bytes(), tenant.as_bytes()));
+    fn of(&mut self, tenant: &str) -> Cow<'_, str> {
+        let kept = (self.kept.iter()).position(|(t, _)| same_bytes(t.as_bytes(), tenant.as_bytes()));
         if let Some(i) = kept {
-            return Cow::Borrowed(&self.tables[i].1);
+            return Cow::Borrowed(&self.kept[i].1);
         }
         let table = format!("{}.{}{}", self.database, self.prefix, tenant);
-        if self.tables.len() >= KEPT_TABLE_NAMES {
+        if self.kept.len() >= KEPT_TABLE_NAMES {
             return Cow::Owned(table);
         }
-        self.tables.push((tenant.to_string(), table));
-        Cow::Borrowed(&self.tables.last().expect("just kept").1)
+        self.kept.push((tenant.to_string(), table));
+        Cow::Borrowed(&self.kept.last().expect("just kept").1)
     }
-}
-
-fn field(payload: &[u8], reader: &JsonField) -> Result<Option<String>, String> {
-    reader.text(payload).map_err(|e| e.to_string())
 }
 
 impl Transform for TenantRouter {
@@ -64,39 +64,45 @@ impl Transform for TenantRouter {
         } else {
             RowKind::Upsert
         };
-        let tenant_field = ctx.get_or("tenant_field", "tenant").to_string();
         Ok(TenantRouter {
-            database: ctx.get_or("database", default_db).to_string(),
-            prefix: ctx.get_or("prefix", "").to_string(),
-            tenant: JsonField::new(&tenant_field),
-            tenant_field,
+            tenant_field: ctx.get_or("tenant_field", "tenant").to_string(),
             filter,
             kind,
-            tables: Vec::new(),
+            tables: TableNames {
+                database: ctx.get_or("database", default_db).to_string(),
+                prefix: ctx.get_or("prefix", "").to_string(),
+                kept: Vec::new(),
+            },
         })
     }
 
     fn process(&mut self, message: &Message<'_>, out: &mut Output<'_>) -> Result<(), String> {
         if let Some((reader, wanted)) = &self.filter
-            && field(message.payload, reader)?.as_deref() != Some(wanted.as_str())
+            && reader
+                .text(message.payload)
+                .map_err(|e| e.to_string())?
+                .as_deref()
+                != Some(wanted.as_str())
         {
             return Ok(());
         }
-        let tenant = match field(message.payload, &self.tenant)? {
-            Some(t) => t,
-            None => message
-                .header_str(&self.tenant_field)
-                .map(str::to_string)
-                .ok_or_else(|| format!("no tenant: neither a `{}` field nor header", self.tenant_field))?,
-        };
-        if tenant.is_empty() || !tenant.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            return Err(format!(
-                "tenant `{tenant}` is not a plain identifier (letters, digits, _)"
-            ));
-        }
-        let kind = self.kind;
-        let table = self.table_of(&tenant);
-        out.json_row_to(Some(&table), kind, message.payload)
+        let (tenant_field, tables): (&str, _) = (&self.tenant_field, &mut self.tables);
+        out.json_row_routed(tenant_field, self.kind, message.payload, move |from_payload| {
+            let tenant = match from_payload {
+                Some(t) => t,
+                None => message
+                    .header_str(tenant_field)
+                    .ok_or_else(|| format!("no tenant: neither a `{tenant_field}` field nor header"))?,
+            };
+            if tenant.is_empty() || !tenant.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(format!(
+                    "tenant `{tenant}` is not a plain identifier (letters, digits, _)"
+                ));
+            }
+            // Moved in, so that the name may borrow from it past the call.
+            let tables = tables;
+            Ok(tables.of(tenant))
+        })
     }
 }
 
