@@ -247,13 +247,7 @@ impl SdkState {
     /// Columns of the table at `index`: its known schema, or the default
     /// table's for a table the host did not describe (the host checks).
     fn columns(&self, index: u16) -> &[Column] {
-        if index != DEFAULT_TABLE {
-            let path = &self.named[index as usize - 1];
-            if let Some(t) = self.tables.iter().find(|t| &t.path == path) {
-                return &t.columns;
-            }
-        }
-        &self.tables[0].columns
+        columns_of(&self.tables, &self.named, index)
     }
 
     /// The mapper of the table at `index`, made (with a copy of its
@@ -275,6 +269,19 @@ impl SdkState {
             .as_ref()
             .expect("made above")
     }
+}
+
+/// Columns of the table at `index` among `tables` and the names met,
+/// `named`: its known schema, or the default table's for a table the host
+/// did not describe (the host checks).
+fn columns_of<'t>(tables: &'t [Table], named: &[String], index: u16) -> &'t [Column] {
+    if index != DEFAULT_TABLE {
+        let path = &named[index as usize - 1];
+        if let Some(t) = tables.iter().find(|t| &t.path == path) {
+            return &t.columns;
+        }
+    }
+    &tables[0].columns
 }
 
 /// The index rows give table `path` (`None`: the sink's table): 0 for the

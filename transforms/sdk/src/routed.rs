@@ -3,7 +3,7 @@
 
 use fluss_row_codec::json::{JsonField, JsonMapper, Routed};
 
-use super::{DEFAULT_TABLE, Output, RowKind, Table, table_index};
+use super::{DEFAULT_TABLE, Output, RowKind, Table, columns_of, table_index};
 
 impl Output<'_> {
     /// Maps a JSON object onto one row of the table `route` names (a
@@ -53,8 +53,5 @@ impl Output<'_> {
 /// Whether rows of the table of index `index` have the sink table's
 /// columns: its own, or one the host did not describe.
 fn has_sink_columns(tables: &[Table], named: &[String], index: u16) -> bool {
-    index == DEFAULT_TABLE || {
-        let path = &named[index as usize - 1];
-        !tables.iter().any(|t| &t.path == path)
-    }
+    std::ptr::eq(columns_of(tables, named, index), tables[0].columns.as_slice())
 }
