@@ -79,9 +79,20 @@ impl Cell<'_> {
     /// match its column's type (STRING fits CHAR, BYTES fits BINARY). An
     /// absent cell fits any column here; whether the row may leave the
     /// column out depends on the row and the table.
+    #[inline]
     pub fn fits(&self, column: &Column) -> Result<(), String> {
+        if self.fits_type(column) {
+            Ok(())
+        } else {
+            Err(self.misfit(column))
+        }
+    }
+
+    /// Whether the cell may go into `column` (see [`Cell::fits`]).
+    #[inline(always)]
+    fn fits_type(&self, column: &Column) -> bool {
         use DataType as T;
-        let ok = match (self, column.data_type) {
+        match (self, column.data_type) {
             (Self::Null, _) => column.nullable,
             (Self::Absent, _) => true,
             (Self::Boolean(_), T::Boolean) => true,
@@ -100,21 +111,22 @@ impl Cell<'_> {
             (Self::Timestamp(_), T::Timestamp(_)) => true,
             (Self::TimestampLtz(_), T::TimestampLtz(_)) => true,
             _ => false,
-        };
-        if ok {
-            Ok(())
-        } else if matches!(self, Self::Null) {
-            Err(format!(
-                "column `{}` is NOT NULL but the row has NULL",
-                column.name
-            ))
+        }
+    }
+
+    /// Why the cell does not fit `column`.
+    #[cold]
+    #[inline(never)]
+    fn misfit(&self, column: &Column) -> String {
+        if matches!(self, Self::Null) {
+            format!("column `{}` is NOT NULL but the row has NULL", column.name)
         } else {
-            Err(format!(
+            format!(
                 "column `{}` is {} but the row has a {} value",
                 column.name,
                 column.data_type,
                 self.type_name()
-            ))
+            )
         }
     }
 }
@@ -298,11 +310,19 @@ impl<'a> Reader<'a> {
                 self.pos = end;
                 Ok(bytes)
             }
-            None => Err(self.error(format!(
-                "needs {n} more bytes, {} left",
-                self.buf.len() - self.pos
-            ))),
+            None => Err(self.short_of(n)),
         }
+    }
+
+    /// The error of a cell or row cut short: out of line, so that the
+    /// reads that cannot fail stay small enough to inline.
+    #[cold]
+    #[inline(never)]
+    fn short_of(&self, n: usize) -> DecodeError {
+        self.error(format!(
+            "needs {n} more bytes, {} left",
+            self.buf.len() - self.pos
+        ))
     }
 
     #[inline]
@@ -340,7 +360,10 @@ impl<'a> Reader<'a> {
         })
     }
 
-    #[inline]
+    /// One cell. Inlined into the loops over a row's cells: returned
+    /// through memory, a cell cost its reader a store-forwarding stall
+    /// (perf: the hottest instruction of the host's row reading).
+    #[inline(always)]
     fn cell(&mut self) -> Result<Cell<'a>, DecodeError> {
         let [t] = self.array::<1>()?;
         Ok(match t {
@@ -348,7 +371,7 @@ impl<'a> Reader<'a> {
             tag::BOOLEAN => match self.array::<1>()? {
                 [0] => Cell::Boolean(false),
                 [1] => Cell::Boolean(true),
-                [b] => return Err(self.error(format!("boolean byte {b} is neither 0 nor 1"))),
+                [b] => return Err(self.not_boolean(b)),
             },
             tag::TINYINT => Cell::TinyInt(i8::from_le_bytes(self.array()?)),
             tag::SMALLINT => Cell::SmallInt(i16::from_le_bytes(self.array()?)),
@@ -367,13 +390,25 @@ impl<'a> Reader<'a> {
             tag::TIMESTAMP => Cell::Timestamp(i64::from_le_bytes(self.array()?)),
             tag::TIMESTAMP_LTZ => Cell::TimestampLtz(i64::from_le_bytes(self.array()?)),
             tag::ABSENT => Cell::Absent,
-            other => {
-                self.pos -= 1;
-                return Err(self.error(format!("unknown cell tag {other}")));
-            }
+            other => return Err(self.unknown_tag(other)),
         })
     }
 
+    #[cold]
+    #[inline(never)]
+    fn not_boolean(&self, byte: u8) -> DecodeError {
+        self.error(format!("boolean byte {byte} is neither 0 nor 1"))
+    }
+
+    /// The error of an unknown tag, at the tag's own offset.
+    #[cold]
+    #[inline(never)]
+    fn unknown_tag(&mut self, tag: u8) -> DecodeError {
+        self.pos -= 1;
+        self.error(format!("unknown cell tag {tag}"))
+    }
+
+    #[inline(always)]
     fn text(&mut self) -> Result<&'a str, DecodeError> {
         let len = u32::from_le_bytes(self.array()?) as usize;
         let at = self.pos;
@@ -382,6 +417,12 @@ impl<'a> Reader<'a> {
             // SAFETY: every ASCII byte sequence is valid UTF-8.
             return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
         }
+        self.long_text(bytes, at)
+    }
+
+    /// [`Reader::text`] past the short ASCII ones, out of line.
+    #[inline(never)]
+    fn long_text(&self, bytes: &'a [u8], at: usize) -> Result<&'a str, DecodeError> {
         // Checked with SIMD; core's check only words the refusal.
         simdutf8::basic::from_utf8(bytes).map_err(|_| {
             let reason = match std::str::from_utf8(bytes) {

@@ -120,6 +120,7 @@ pub(crate) fn check_shape(schema: &TableSchema, kind: RowKind, cell_count: u16) 
 /// the column's type (or one it widens from). A DECIMAL cell's precision
 /// is not checked here but where its text is read ([`check_row`], or the
 /// Arrow builder the cell goes into).
+#[inline(always)]
 pub(crate) fn check_cell(
     schema: &TableSchema,
     kind: RowKind,
@@ -135,7 +136,10 @@ pub(crate) fn check_cell(
 /// Whether a row of `kind` may leave column `name` out: only upserts on
 /// primary-key tables may (a partial update), never a key column, and
 /// only a nullable one (Fluss fills the columns a partial update leaves
-/// out of a new row with NULL). A delete needs its key only.
+/// out of a new row with NULL). A delete needs its key only. Out of line:
+/// absent cells are rare, and [`check_cell`] is inlined into the loops
+/// over a row's cells.
+#[inline(never)]
 fn absent_allowed(schema: &TableSchema, kind: RowKind, name: &str, nullable: bool) -> Result<(), String> {
     if schema.primary_key.iter().any(|k| k == name) {
         return Err(format!("key column `{name}` is absent; a row must give its key"));

@@ -96,6 +96,14 @@ fn truncated_and_garbage_buffers_are_errors() {
         .unwrap()
         .unwrap_err();
     assert!(err.reason.contains("UTF-8"), "{err}");
+    // The errors made out of line say what they said inline.
+    let err = Rows::new(&[0, 0, 0, 1, 0, 1, 7]).next().unwrap().unwrap_err();
+    assert_eq!(err.reason, "boolean byte 7 is neither 0 nor 1");
+    let err = Rows::new(&[0, 0, 0, 1, 0, 5, 1, 2]).next().unwrap().unwrap_err();
+    assert_eq!(
+        (err.offset, err.reason.as_str()),
+        (6, "needs 8 more bytes, 2 left")
+    );
 }
 
 /// Every row of `bytes` read a header and a cell at a time, taking
