@@ -19,6 +19,8 @@ use serde::de::value::Error as Unused;
 use super::convert::ValueSeed;
 use super::skip::Skip;
 use super::{JsonMapper, JsonParser, Typed};
+use crate::types::{Column, DataType};
+use std::borrow::Cow;
 
 /// Nesting in an unmapped field deeper than this is left to the parser.
 const MAX_DEPTH: usize = 64;
@@ -87,7 +89,7 @@ impl<'de> Reader<'de> {
                 self.whitespace();
                 match mapper.find(key, hint) {
                     Some(index) => {
-                        slots[index] = Some(self.mapped_value(mapper, index)?);
+                        self.map_value(mapper, index, &mut slots[index])?;
                         hint = index + 1;
                     }
                     None => self.skip_value(1)?,
@@ -212,12 +214,50 @@ impl<'de> Reader<'de> {
         (self.at > start).then_some(())
     }
 
-    /// The value of column `index`, converted; `None` when it is not one
-    /// this reader takes or does not convert.
-    fn mapped_value(&mut self, mapper: &JsonMapper, index: usize) -> Option<Typed<'de>> {
+    /// Puts the value of column `index`, converted, in `slot`; `None` when
+    /// it is not one this reader takes or does not convert.
+    ///
+    /// The commonest values, a string into a text column and an integer into
+    /// a BIGINT one, are converted here as `ValueSeed` converts them and
+    /// written into the slot in place. Returned, a value was put together
+    /// on the stack and copied into its slot with wide loads that stalled
+    /// on the narrower stores that made it (perf: a fifth of the lean path).
+    #[inline(always)]
+    fn map_value(&mut self, mapper: &JsonMapper, index: usize, slot: &mut Option<Typed<'de>>) -> Option<()> {
+        let column = &mapper.columns[index];
+        match (self.peek()?, column.data_type) {
+            (b'"', DataType::String | DataType::Char(_)) => {
+                *slot = Some(Typed::Text(Cow::Borrowed(self.string()?)));
+                return Some(());
+            }
+            (b'-' | b'0'..=b'9', DataType::BigInt) => {
+                let start = self.at;
+                match self.number()? {
+                    // Past i64 (longer integers the reader leaves to the parser
+                    // already), ValueSeed refuses it: the parser words that.
+                    Number::Unsigned(v) => {
+                        *slot = Some(Typed::BigInt(i64::try_from(v).ok()?));
+                        return Some(());
+                    }
+                    Number::Negative(v) => {
+                        *slot = Some(Typed::BigInt(v));
+                        return Some(());
+                    }
+                    Number::Float(_) => self.at = start,
+                }
+            }
+            _ => {}
+        }
+        *slot = Some(self.converted_value(column)?);
+        Some(())
+    }
+
+    /// The value of `column`, converted by `ValueSeed`; `None` when it is
+    /// not one this reader takes or does not convert.
+    fn converted_value(&mut self, column: &Column) -> Option<Typed<'de>> {
         let zero = Cell::new(false);
         let seed = ValueSeed {
-            column: &mapper.columns[index],
+            column,
             zero: &zero,
             skip: Skip::for_parser(JsonParser::SerdeJson),
         };

@@ -58,7 +58,7 @@ impl JsonMapper {
         out: &mut S,
         route: impl FnOnce(Option<&str>) -> Result<Option<u16>, E>,
     ) -> Routed<E> {
-        let mut inline = [const { None }; super::INLINE_COLUMNS];
+        let mut inline = super::Inline::default();
         let mut heap = Vec::new();
         let slots = self.slots(&mut inline, &mut heap);
         if let Err(e) = self.parse(payload, slots) {

@@ -246,3 +246,54 @@ fn payloads_that_are_not_utf8_are_refused_in_serde_jsons_words() {
         );
     }
 }
+
+#[test]
+fn the_quick_reader_converts_texts_and_bigints_as_the_parser_does() {
+    let columns = || {
+        vec![
+            Column::new("id", DataType::BigInt, true),
+            Column::new("name", DataType::String, true),
+            Column::new("code", DataType::Char(3), true),
+        ]
+    };
+    let read = |mapper: &JsonMapper, payload: &str| {
+        let mut out = RowsBuilder::new();
+        mapper
+            .map_into(payload.as_bytes(), RowKind::Append, 0, &mut out)
+            .map(|()| {
+                let bytes = out.into_bytes();
+                let row = crate::Rows::new(&bytes).next().unwrap().unwrap();
+                row.cells().map(|c| format!("{c:?}")).collect::<Vec<_>>()
+            })
+            .map_err(|e| e.to_string())
+    };
+    let quick = JsonMapper::new(columns());
+    let parser = JsonMapper::new(columns()).flat_first(false);
+    for payload in [
+        r#"{"id":7,"name":"a","code":"xyz"}"#,
+        r#"{"id":-7,"name":"","code":"ab"}"#,
+        r#"{"name":" padded ","code":" x "}"#,
+        r#"{"id":9223372036854775807}"#,
+        r#"{"id":-9223372036854775808}"#,
+        r#"{"id":9223372036854775808}"#,
+        r#"{"id":18446744073709551615}"#,
+        r#"{"id":7.0}"#,
+        r#"{"id":7.5}"#,
+        r#"{"id":1e3}"#,
+        r#"{"id":-0}"#,
+        r#"{"id":"7"}"#,
+        r#"{"id":null,"name":null}"#,
+        r#"{"id":true}"#,
+        r#"{"name":7,"code":false}"#,
+        r#"{"name":"first","name":"second","id":1,"id":2}"#,
+        r#"{"name":"a\"b","name":"plain"}"#,
+        r#"{"name":"plain","name":"a\"b"}"#,
+    ] {
+        assert_eq!(read(&quick, payload), read(&parser, payload), "{payload}");
+    }
+    // The cases above reach the quick reader's own conversions.
+    assert_eq!(
+        read(&quick, r#"{"id":-7,"name":"a"}"#).unwrap()[..2],
+        ["BigInt(-7)", "String(\"a\")"]
+    );
+}
