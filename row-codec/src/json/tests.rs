@@ -262,7 +262,7 @@ fn the_quick_reader_converts_texts_and_bigints_as_the_parser_does() {
             .map_into(payload.as_bytes(), RowKind::Append, 0, &mut out)
             .map(|()| {
                 let bytes = out.into_bytes();
-                let row = crate::Rows::new(&bytes).next().unwrap().unwrap();
+                let row = Rows::new(&bytes).next().unwrap().unwrap();
                 row.cells().map(|c| format!("{c:?}")).collect::<Vec<_>>()
             })
             .map_err(|e| e.to_string())
