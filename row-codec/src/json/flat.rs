@@ -423,7 +423,8 @@ const BLOCK: usize = 32;
 /// [`BLOCK`] at a time: with simd128, two `v128` loads and three compares
 /// each for all three kinds at once. (WebAssembly's memchr followed by a
 /// control-character pass, as natively, cost 2.5 instructions a byte: LLVM
-/// folds a `bool` a lane at a time there; an `u8` it keeps in `v128`.)
+/// folds a `bool` a lane at a time there; an `u8` it keeps in `v128`,
+/// [`special`] included.)
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 fn blocks_end(bytes: &[u8]) -> Option<usize> {
     let mut at = 0;
@@ -431,7 +432,7 @@ fn blocks_end(bytes: &[u8]) -> Option<usize> {
         let block: &[u8; BLOCK] = block.try_into().expect("a whole block");
         let mut found = 0u8;
         for &b in block {
-            found |= u8::from(b == b'"') | u8::from(b == b'\\') | u8::from(b < 0x20);
+            found |= u8::from(special(b));
         }
         if found != 0 {
             break;
