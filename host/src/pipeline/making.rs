@@ -45,7 +45,7 @@ impl RowsInMaking {
         metrics: Arc<InstanceMetrics>,
     ) -> Self {
         let (count, size) = (batch.len(), size.max(1));
-        let at_once = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+        let at_once = super::chunks_at_once();
         let running = Arc::new(Semaphore::new(at_once));
         let span = tracing::Span::current();
         let faults_before = stage.faults();
