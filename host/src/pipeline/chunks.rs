@@ -71,6 +71,13 @@ impl ColumnChunks {
         });
         self.running.push_back((len, task));
     }
+
+    /// Starts the next chunks until `count` are running or none is left.
+    fn start_until_running(&mut self, count: usize) {
+        while self.running.len() < count && self.next < self.batch.len() {
+            self.start_next();
+        }
+    }
 }
 
 impl Iterator for ColumnChunks {
@@ -82,9 +89,7 @@ impl Iterator for ColumnChunks {
         if self.next == 0 {
             return self.first();
         }
-        while self.running.len() < self.at_once && self.next < self.batch.len() {
-            self.start_next();
-        }
+        self.start_until_running(self.at_once);
         let (len, task) = self.running.pop_front()?;
         let made = tokio::runtime::Handle::current().block_on(task);
         Some(made.unwrap_or_else(|e| ColumnOutput {
@@ -106,9 +111,7 @@ impl ColumnChunks {
         }
         let first = 0..self.size.min(self.batch.len());
         self.next = first.end;
-        while self.running.len() + 1 < self.at_once && self.next < self.batch.len() {
-            self.start_next();
-        }
+        self.start_until_running(self.at_once - 1);
         let made = if first.len() == self.batch.len() {
             self.stage.column_chunk(self.schema, &self.batch)
         } else {
