@@ -14,6 +14,10 @@
 //! release plugin and a cluster: `cargo build --release -p
 //! iggy_connector_fluss_sink`, `scripts/fluss-local.sh start`, then
 //! `cargo bench -p integration-tests --bench runtime`.
+//!
+//! With `FLUSS_SINK_PLUGIN_BEFORE=<path to another build's .so>` the runtime
+//! loads that build instead, and the benchmarks are named `…_before`: run it
+//! right after a run of the current build to compare the two.
 
 use std::time::{Duration, Instant};
 
@@ -103,6 +107,7 @@ columns = [
         ));
         connector.batch_length = batch_length;
         connector.benchmark = true;
+        connector.plugin = std::env::var_os("FLUSS_SINK_PLUGIN_BEFORE").map(Into::into);
         let runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
         wait_for_table(&table);
         Self {
@@ -149,26 +154,37 @@ fn runtime(c: &mut Criterion) {
     if !binaries_present("the runtime benchmark") {
         return;
     }
+    let suffix = if std::env::var_os("FLUSS_SINK_PLUGIN_BEFORE").is_some() {
+        "_before"
+    } else {
+        ""
+    };
     let mut summary = Vec::new();
     for batch_length in [1000, 10_000] {
         let mut rig = Rig::new(batch_length);
         let mut all = Vec::new();
         let mut group = c.benchmark_group("runtime");
         group.throughput(Throughput::Elements(batch_length as u64));
-        group.bench_function(BenchmarkId::new("total_per_batch", batch_length), |b| {
-            b.iter_custom(|iters| {
-                let drained = rig.drain(iters);
-                all.extend_from_slice(&drained);
-                micros(&drained, |b| b.total_us)
-            })
-        });
-        group.bench_function(BenchmarkId::new("plugin_consume_per_batch", batch_length), |b| {
-            b.iter_custom(|iters| {
-                let drained = rig.drain(iters);
-                all.extend_from_slice(&drained);
-                micros(&drained, |b| b.ffi_us)
-            })
-        });
+        group.bench_function(
+            BenchmarkId::new(format!("total_per_batch{suffix}"), batch_length),
+            |b| {
+                b.iter_custom(|iters| {
+                    let drained = rig.drain(iters);
+                    all.extend_from_slice(&drained);
+                    micros(&drained, |b| b.total_us)
+                })
+            },
+        );
+        group.bench_function(
+            BenchmarkId::new(format!("plugin_consume_per_batch{suffix}"), batch_length),
+            |b| {
+                b.iter_custom(|iters| {
+                    let drained = rig.drain(iters);
+                    all.extend_from_slice(&drained);
+                    micros(&drained, |b| b.ffi_us)
+                })
+            },
+        );
         group.finish();
         let full: Vec<&BatchTimes> = all
             .iter()
@@ -177,7 +193,7 @@ fn runtime(c: &mut Criterion) {
         let ffi: u64 = full.iter().map(|b| b.ffi_us).sum();
         let total: u64 = full.iter().map(|b| b.total_us).sum();
         summary.push(format!(
-            "batch_length {batch_length}: {} full batches, ffi_us / total_us = {:.3} (target <= 0.35), {:.0} msg/s by total_us",
+            "batch_length {batch_length}{suffix}: {} full batches, ffi_us / total_us = {:.3} (target <= 0.35), {:.0} msg/s by total_us",
             full.len(),
             ffi as f64 / total.max(1) as f64,
             (full.len() * batch_length) as f64 / (total.max(1) as f64 / 1e6)

@@ -297,6 +297,9 @@ pub struct Connector {
     pub consumer_group: String,
     /// Log the runtime's per-batch timings (`benchmark = true`).
     pub benchmark: bool,
+    /// Another build of the plugin to load (a benchmark's before); by
+    /// default the one beside the test binary.
+    pub plugin: Option<PathBuf>,
 }
 
 impl Connector {
@@ -307,6 +310,7 @@ impl Connector {
             batch_length: 1000,
             consumer_group: "fluss_e2e".into(),
             benchmark: false,
+            plugin: None,
         }
     }
 }
@@ -323,7 +327,10 @@ pub fn start_runtime(
     let home = work.join(name);
     let connectors = home.join("connectors");
     std::fs::create_dir_all(&connectors).unwrap();
-    let plugin = crate::plugin::library_path();
+    let plugin = connector
+        .plugin
+        .clone()
+        .unwrap_or_else(crate::plugin::library_path);
     assert!(
         plugin.exists(),
         "{} is missing: cargo build -p iggy_connector_fluss_sink",
