@@ -270,6 +270,11 @@ impl MessageBatch {
         self.offsets.len()
     }
 
+    /// Bytes of all payloads together.
+    pub fn payload_bytes(&self) -> usize {
+        self.payloads.len()
+    }
+
     /// True when there are no messages.
     pub fn is_empty(&self) -> bool {
         self.offsets.is_empty()

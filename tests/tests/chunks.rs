@@ -313,3 +313,42 @@ fn a_primary_key_table_takes_whole_rows_chunk_by_chunk_then_a_partial_update_the
 fn some(text: &str) -> Option<String> {
     Some(text.to_string())
 }
+
+/// A large consume of small messages with `batch_size` left out is made in
+/// fewer, larger chunks (`auto`): with and without a transform, every row
+/// lands once, in message order (one bucket).
+#[test]
+fn a_large_consume_in_auto_sized_chunks_lands_whole_and_in_order() {
+    let plugin = Plugin::load();
+    for transform in [None, Some("json-to-row")] {
+        let (path, dlq) = (
+            unique_table("abi_auto_chunks"),
+            unique_table("abi_auto_chunks_dlq"),
+        );
+        let mut config = log_config(&path, &dlq);
+        if let Some(name) = transform {
+            config["transform"] = json!({
+                "path": component(name).display().to_string(),
+                "cache_dir": test_cache_dir().display().to_string(),
+            });
+        }
+        let id = next_id();
+        plugin.open_ok(id, &config);
+        let messages: Vec<TestMessage> = (0..6000u64)
+            .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","amount":"{i}.50"}}"#)))
+            .collect();
+        assert_eq!(
+            plugin.consume(id, "app", "events", JSON, &messages),
+            0,
+            "{:?}",
+            logged(&format!("instance={id}"))
+        );
+        let ids: Vec<String> = block(read_log(&path, 6000, Duration::from_secs(30)))
+            .into_iter()
+            .map(|row| row[0].clone())
+            .collect();
+        let expected: Vec<String> = (0..6000u64).map(|i| i.to_string()).collect();
+        assert_eq!(ids, expected, "{transform:?}: every row once, in message order");
+        assert_eq!(plugin.close(id), 0);
+    }
+}

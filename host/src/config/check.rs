@@ -11,7 +11,7 @@ impl SinkConfig {
         }
         self.table_path()?;
         self.dead_letter_path()?;
-        if self.batch_size == 0 {
+        if self.batch_size == Some(0) {
             return bad("batch_size must be at least 1".into());
         }
         for (name, value) in [

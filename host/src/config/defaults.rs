@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-/// `batch_size`: messages per transform call and per Fluss write.
+/// `batch_size` left out (`auto`): the fewest messages a chunk of a larger
+/// batch holds (see `pipeline::chunk_size`).
 pub(crate) const BATCH_SIZE: usize = 500;
 /// `flush_interval`: the longest rows wait in the client's buffer.
 pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
@@ -76,7 +77,7 @@ mod readme {
     /// Each option with a default of its own, as the README writes it.
     fn documented() -> Vec<(&'static str, String)> {
         vec![
-            ("batch_size", BATCH_SIZE.to_string()),
+            ("batch_size", "auto".into()),
             ("flush_interval", duration(FLUSH_INTERVAL)),
             ("op_header", OP_HEADER.into()),
             ("dynamic_route_field", ROUTE_FIELD.into()),

@@ -76,17 +76,26 @@ pub(super) fn lenient_string_map<'de, D: Deserializer<'de>>(
     Ok(map.into_iter().map(|(k, v)| (k, v.into())).collect())
 }
 
-pub(super) fn lenient_usize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    match StringLike::deserialize(d).map_err(|_| de::Error::custom("expected a whole number"))? {
-        StringLike::Unsigned(n) => usize::try_from(n).map_err(de::Error::custom),
-        StringLike::Integer(n) => {
-            usize::try_from(n).map_err(|_| de::Error::custom("expected a positive number"))
-        }
+/// `batch_size`: a whole number, written as a number or as text, or
+/// `"auto"` (any case) for `None`. serde names no field in a custom
+/// error, so the messages name the option.
+pub(super) fn opt_batch_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let expected = "batch_size: expected a whole number or \"auto\"";
+    match StringLike::deserialize(d).map_err(|_| de::Error::custom(expected))? {
+        StringLike::Unsigned(n) => usize::try_from(n)
+            .map(Some)
+            .map_err(|_| de::Error::custom(format!("batch_size: {n} is too large"))),
+        StringLike::Integer(n) => usize::try_from(n)
+            .map(Some)
+            .map_err(|_| de::Error::custom(format!("{expected}, got {n}"))),
+        StringLike::Text(s) if s.trim().eq_ignore_ascii_case("auto") => Ok(None),
         StringLike::Text(s) => s
             .trim()
             .parse()
-            .map_err(|_| de::Error::custom(format!("expected a whole number, got \"{s}\""))),
-        _ => Err(de::Error::custom("expected a whole number")),
+            .map(Some)
+            .map_err(|_| de::Error::custom(format!("{expected}, got \"{s}\""))),
+        StringLike::Float(n) => Err(de::Error::custom(format!("{expected}, got {n}"))),
+        StringLike::Bool(b) => Err(de::Error::custom(format!("{expected}, got {b}"))),
     }
 }
 

@@ -25,7 +25,7 @@ mod table;
 
 pub(crate) use lenient::Secret;
 use lenient::{
-    duration, lenient_string, lenient_string_map, lenient_usize, opt_byte_size, opt_duration,
+    duration, lenient_string, lenient_string_map, opt_batch_size, opt_byte_size, opt_duration,
     opt_lenient_string, opt_lenient_u32, opt_secret,
 };
 pub(crate) use table::AutoPartitionUnit;
@@ -203,9 +203,10 @@ pub struct SinkConfig {
     /// `json` or `arrow_ipc`, used when there is no transform.
     #[serde(default)]
     pub payload_format: PayloadFormat,
-    /// Messages per transform call and per Fluss write.
-    #[serde(default = "default_batch_size", deserialize_with = "lenient_usize")]
-    pub batch_size: usize,
+    /// Messages per transform call and per Fluss write; `None` (left out,
+    /// or `"auto"`): 500, or more for a large batch of small messages.
+    #[serde(default, deserialize_with = "opt_batch_size")]
+    pub batch_size: Option<usize>,
     /// The longest rows wait in the client's buffer before being sent.
     #[serde(default = "default_flush_interval", with = "duration")]
     pub flush_interval: Duration,
@@ -304,9 +305,6 @@ pub struct SinkConfig {
 fn yes() -> bool {
     true
 }
-fn default_batch_size() -> usize {
-    defaults::BATCH_SIZE
-}
 fn default_flush_interval() -> Duration {
     defaults::FLUSH_INTERVAL
 }
@@ -396,7 +394,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.table_path().unwrap(), TablePath::new("mydb", "events"));
         assert_eq!(c.write_mode(), WriteMode::Append);
-        assert_eq!(c.batch_size, 500);
+        assert_eq!(c.batch_size, Some(500));
         assert_eq!(c.flush_interval, Duration::from_secs(1));
         assert_eq!(c.writer_settings().batch_timeout, Duration::from_secs(1));
     }
@@ -411,6 +409,28 @@ mod tests {
         assert_eq!(c.op_header, "op");
         assert!(c.transform_spec().is_none());
         assert!(c.declared_schema().unwrap().is_none());
+        assert_eq!(c.batch_size, None, "chunks sized by the batch");
+    }
+
+    #[test]
+    fn batch_size_is_a_whole_number_or_auto() {
+        let with = |value: &str| {
+            parse(&format!(
+                r#"{{"bootstrap_servers":"x:1","database":"d","table":"t","batch_size":{value}}}"#
+            ))
+        };
+        assert_eq!(with(r#""auto""#).unwrap().batch_size, None);
+        assert_eq!(with(r#"" Auto ""#).unwrap().batch_size, None);
+        assert_eq!(with("2500").unwrap().batch_size, Some(2500));
+        for bad in [r#""five hundred""#, "-1", "1.5", "true"] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("batch_size: expected a whole number or \"auto\", got"),
+                "{bad}: {e}"
+            );
+        }
+        let zero = with("0").unwrap_err().to_string();
+        assert!(zero.contains("batch_size must be at least 1"), "{zero}");
     }
 
     #[test]
@@ -445,7 +465,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.database, "2024");
         assert_eq!(c.sasl_password.as_ref().map(Secret::expose), Some("12345"));
-        assert_eq!(c.batch_size, 250);
+        assert_eq!(c.batch_size, Some(250));
         let spec = c.transform_spec().unwrap();
         assert_eq!(
             spec.config,

@@ -21,6 +21,7 @@ use crate::schema::TablePath;
 use crate::transform::TransformError;
 use crate::writer::{ChunkFinisher, FlussWriter, WriteReport};
 
+mod chunk_size;
 mod chunks;
 mod error;
 mod making;
@@ -53,7 +54,7 @@ pub(crate) struct Pipeline {
     versions: Option<reload::Versions>,
     metrics: Arc<InstanceMetrics>,
     writer: FlussWriter,
-    batch_size: usize,
+    batch_size: chunk_size::ChunkSize,
     stats: PipelineStats,
     /// The durable spool, unless `spool.mode = "off"`.
     spooler: Option<spooled::Spooler>,
@@ -236,8 +237,8 @@ impl Pipeline {
         if let RowStage::JsonColumns(_) = *self.stage {
             // The lean path: chunks are made on every core and each is sent
             // once made, in order, while the next ones are being made.
-            let chunks =
-                chunks::ColumnChunks::new(self.stage.clone(), batch.clone(), schema, self.batch_size);
+            let size = self.chunk_size(&batch);
+            let chunks = chunks::ColumnChunks::new(self.stage.clone(), batch.clone(), schema, size);
             return Ok(self
                 .writer
                 .write_columns_within(&batch, chunks, &self.table, deadline)
@@ -280,7 +281,7 @@ impl Pipeline {
             stage,
             batch,
             schema,
-            self.batch_size,
+            self.chunk_size(batch),
             finisher,
             self.metrics.clone(),
         )
@@ -295,9 +296,9 @@ impl Pipeline {
         stage: Arc<RowStage>,
         make: impl Fn(&RowStage, &MessageBatch) -> Result<T, TransformError> + Send + Sync + 'static,
     ) -> Result<T, PipelineError> {
-        let count = batch.len();
+        let (count, size) = (batch.len(), self.chunk_size(batch));
         let span = tracing::Span::current();
-        let starts: Vec<usize> = (0..count).step_by(self.batch_size).collect();
+        let starts: Vec<usize> = (0..count).step_by(size).collect();
         let at_once = chunks_at_once();
         let make = Arc::new(make);
         let mut output = T::default();
@@ -305,10 +306,10 @@ impl Pipeline {
             let tasks: Vec<_> = wave
                 .iter()
                 .map(|&start| {
-                    let chunk = if count <= self.batch_size {
+                    let chunk = if count <= size {
                         batch.clone()
                     } else {
-                        Arc::new(batch.slice(start..(start + self.batch_size).min(count)))
+                        Arc::new(batch.slice(start..(start + size).min(count)))
                     };
                     let (stage, span, make) = (stage.clone(), span.clone(), make.clone());
                     tokio::task::spawn_blocking(move || span.in_scope(|| make(&stage, &chunk)))
@@ -323,6 +324,12 @@ impl Pipeline {
             }
         }
         Ok(output)
+    }
+
+    /// Messages per chunk of `batch` (see [`chunk_size::ChunkSize`]).
+    fn chunk_size(&self, batch: &MessageBatch) -> usize {
+        self.batch_size
+            .for_batch(batch.len(), batch.payload_bytes(), chunks_at_once())
     }
 
     fn count(&self, report: &WriteReport) {
