@@ -18,6 +18,42 @@ use serde_json::json;
 
 const JSON: u32 = 0;
 
+/// Opens an instance writing to the log table `path` (dead letters to
+/// `dlq`), with `batch_size` when given and the `transform` component when
+/// named.
+fn open_log_sink(
+    plugin: &Plugin,
+    path: &TablePath,
+    dlq: &TablePath,
+    batch_size: Option<u64>,
+    transform: Option<&str>,
+) -> u32 {
+    let mut config = log_config(path, dlq);
+    if let Some(size) = batch_size {
+        config["batch_size"] = json!(size);
+    }
+    if let Some(name) = transform {
+        config["transform"] = json!({
+            "path": component(name).display().to_string(),
+            "cache_dir": test_cache_dir().display().to_string(),
+        });
+    }
+    let id = next_id();
+    plugin.open_ok(id, &config);
+    id
+}
+
+/// Consumes `messages` as JSON; fails with the instance's log unless the
+/// call returns 0.
+fn consume_ok(plugin: &Plugin, id: u32, messages: &[TestMessage]) {
+    assert_eq!(
+        plugin.consume(id, "app", "events", JSON, messages),
+        0,
+        "{:?}",
+        logged(&format!("instance={id}"))
+    );
+}
+
 /// A consume of many chunks (`batch_size` 50), with and without a
 /// transform: the chunks are made side by side and sent as each is made,
 /// and the table holds every row once, in message order (one bucket), the
@@ -27,16 +63,7 @@ fn a_consume_of_many_chunks_lands_whole_and_in_order() {
     let plugin = Plugin::load();
     for transform in [None, Some("json-to-row")] {
         let (path, dlq) = (unique_table("abi_chunks"), unique_table("abi_chunks_dlq"));
-        let mut config = log_config(&path, &dlq);
-        config["batch_size"] = json!(50);
-        if let Some(name) = transform {
-            config["transform"] = json!({
-                "path": component(name).display().to_string(),
-                "cache_dir": test_cache_dir().display().to_string(),
-            });
-        }
-        let id = next_id();
-        plugin.open_ok(id, &config);
+        let id = open_log_sink(plugin, &path, &dlq, Some(50), transform);
         let bad = [13u64, 377, 998];
         let messages: Vec<TestMessage> = (0..1000u64)
             .map(|i| match i {
@@ -46,12 +73,7 @@ fn a_consume_of_many_chunks_lands_whole_and_in_order() {
                 _ => TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","amount":"{i}.50"}}"#)),
             })
             .collect();
-        assert_eq!(
-            plugin.consume(id, "app", "events", JSON, &messages),
-            0,
-            "{:?}",
-            logged(&format!("instance={id}"))
-        );
+        consume_ok(plugin, id, &messages);
         let ids: Vec<String> = block(read_log(&path, 997, Duration::from_secs(30)))
             .into_iter()
             .map(|row| row[0].clone())
@@ -325,24 +347,11 @@ fn a_large_consume_in_auto_sized_chunks_lands_whole_and_in_order() {
             unique_table("abi_auto_chunks"),
             unique_table("abi_auto_chunks_dlq"),
         );
-        let mut config = log_config(&path, &dlq);
-        if let Some(name) = transform {
-            config["transform"] = json!({
-                "path": component(name).display().to_string(),
-                "cache_dir": test_cache_dir().display().to_string(),
-            });
-        }
-        let id = next_id();
-        plugin.open_ok(id, &config);
+        let id = open_log_sink(plugin, &path, &dlq, None, transform);
         let messages: Vec<TestMessage> = (0..6000u64)
             .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","amount":"{i}.50"}}"#)))
             .collect();
-        assert_eq!(
-            plugin.consume(id, "app", "events", JSON, &messages),
-            0,
-            "{:?}",
-            logged(&format!("instance={id}"))
-        );
+        consume_ok(plugin, id, &messages);
         let ids: Vec<String> = block(read_log(&path, 6000, Duration::from_secs(30)))
             .into_iter()
             .map(|row| row[0].clone())
