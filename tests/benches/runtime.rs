@@ -19,6 +19,7 @@
 //! loads that build instead, and the benchmarks are named `…_before`: run it
 //! right after a run of the current build to compare the two.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -88,7 +89,8 @@ struct Rig {
 }
 
 impl Rig {
-    fn new(batch_length: usize) -> Self {
+    /// A rig loading `plugin` (another build), or the current build.
+    fn new(batch_length: usize, plugin: Option<PathBuf>) -> Self {
         let work = tempfile::tempdir().unwrap();
         let server = Server::start(work.path(), 1);
         let table = unique_table("bench_runtime");
@@ -107,7 +109,7 @@ columns = [
         ));
         connector.batch_length = batch_length;
         connector.benchmark = true;
-        connector.plugin = std::env::var_os("FLUSS_SINK_PLUGIN_BEFORE").map(Into::into);
+        connector.plugin = plugin;
         let runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
         wait_for_table(&table);
         Self {
@@ -146,6 +148,9 @@ columns = [
     }
 }
 
+/// Which of a batch's times a benchmark sums.
+type PickTime = fn(&BatchTimes) -> u64;
+
 fn micros(batches: &[BatchTimes], pick: impl Fn(&BatchTimes) -> u64) -> Duration {
     Duration::from_micros(batches.iter().map(pick).sum())
 }
@@ -154,37 +159,27 @@ fn runtime(c: &mut Criterion) {
     if !binaries_present("the runtime benchmark") {
         return;
     }
-    let suffix = if std::env::var_os("FLUSS_SINK_PLUGIN_BEFORE").is_some() {
-        "_before"
-    } else {
-        ""
-    };
+    let before: Option<PathBuf> = std::env::var_os("FLUSS_SINK_PLUGIN_BEFORE").map(Into::into);
+    let suffix = if before.is_some() { "_before" } else { "" };
+    let times: [(&str, PickTime); 2] = [
+        ("total_per_batch", |b| b.total_us),
+        ("plugin_consume_per_batch", |b| b.ffi_us),
+    ];
     let mut summary = Vec::new();
     for batch_length in [1000, 10_000] {
-        let mut rig = Rig::new(batch_length);
+        let mut rig = Rig::new(batch_length, before.clone());
         let mut all = Vec::new();
         let mut group = c.benchmark_group("runtime");
         group.throughput(Throughput::Elements(batch_length as u64));
-        group.bench_function(
-            BenchmarkId::new(format!("total_per_batch{suffix}"), batch_length),
-            |b| {
+        for (name, pick) in times {
+            group.bench_function(BenchmarkId::new(format!("{name}{suffix}"), batch_length), |b| {
                 b.iter_custom(|iters| {
                     let drained = rig.drain(iters);
                     all.extend_from_slice(&drained);
-                    micros(&drained, |b| b.total_us)
+                    micros(&drained, pick)
                 })
-            },
-        );
-        group.bench_function(
-            BenchmarkId::new(format!("plugin_consume_per_batch{suffix}"), batch_length),
-            |b| {
-                b.iter_custom(|iters| {
-                    let drained = rig.drain(iters);
-                    all.extend_from_slice(&drained);
-                    micros(&drained, |b| b.ffi_us)
-                })
-            },
-        );
+            });
+        }
         group.finish();
         let full: Vec<&BatchTimes> = all
             .iter()

@@ -54,7 +54,8 @@ pub(crate) struct Pipeline {
     versions: Option<reload::Versions>,
     metrics: Arc<InstanceMetrics>,
     writer: FlussWriter,
-    batch_size: chunk_size::ChunkSize,
+    /// `batch_size`: how the batch is cut into chunks.
+    chunking: chunk_size::ChunkSize,
     stats: PipelineStats,
     /// The durable spool, unless `spool.mode = "off"`.
     spooler: Option<spooled::Spooler>,
@@ -328,7 +329,7 @@ impl Pipeline {
 
     /// Messages per chunk of `batch` (see [`chunk_size::ChunkSize`]).
     fn chunk_size(&self, batch: &MessageBatch) -> usize {
-        self.batch_size
+        self.chunking
             .for_batch(batch.len(), batch.payload_bytes(), chunks_at_once())
     }
 

@@ -88,7 +88,7 @@ impl Pipeline {
             versions,
             metrics,
             writer,
-            batch_size: config.batch_size.into(),
+            chunking: config.batch_size.into(),
             stats: PipelineStats::default(),
             spooler,
         });
