@@ -18,16 +18,15 @@ use serde_json::json;
 
 const JSON: u32 = 0;
 
-/// Opens an instance writing to the log table `path` (dead letters to
-/// `dlq`), with `batch_size` when given and the `transform` component when
-/// named.
-fn open_log_sink(
-    plugin: &Plugin,
+/// The config of an instance writing to the log table `path` (dead letters
+/// to `dlq`), with `batch_size` when given and the `transform` component
+/// when named.
+fn log_sink_config(
     path: &TablePath,
     dlq: &TablePath,
     batch_size: Option<u64>,
     transform: Option<&str>,
-) -> u32 {
+) -> serde_json::Value {
     let mut config = log_config(path, dlq);
     if let Some(size) = batch_size {
         config["batch_size"] = json!(size);
@@ -38,8 +37,19 @@ fn open_log_sink(
             "cache_dir": test_cache_dir().display().to_string(),
         });
     }
+    config
+}
+
+/// Opens an instance of [`log_sink_config`].
+fn open_log_sink(
+    plugin: &Plugin,
+    path: &TablePath,
+    dlq: &TablePath,
+    batch_size: Option<u64>,
+    transform: Option<&str>,
+) -> u32 {
     let id = next_id();
-    plugin.open_ok(id, &config);
+    plugin.open_ok(id, &log_sink_config(path, dlq, batch_size, transform));
     id
 }
 
@@ -106,15 +116,8 @@ fn a_partitioned_consume_of_many_chunks_lands_each_row_in_its_partition_in_order
     let plugin = Plugin::load();
     for transform in [None, Some("json-to-row")] {
         let (path, dlq) = (unique_table("abi_pchunks"), unique_table("abi_pchunks_dlq"));
-        let mut config = log_config(&path, &dlq);
-        config["batch_size"] = json!(50);
+        let mut config = log_sink_config(&path, &dlq, Some(50), transform);
         config["partition_keys"] = json!(["name"]);
-        if let Some(name) = transform {
-            config["transform"] = json!({
-                "path": component(name).display().to_string(),
-                "cache_dir": test_cache_dir().display().to_string(),
-            });
-        }
         let id = next_id();
         plugin.open_ok(id, &config);
         let (null, unnamable) = (77u64, 555u64);
@@ -130,12 +133,7 @@ fn a_partitioned_consume_of_many_chunks_lands_each_row_in_its_partition_in_order
                 ),
             })
             .collect();
-        assert_eq!(
-            plugin.consume(id, "app", "events", JSON, &messages),
-            0,
-            "{:?}",
-            logged(&format!("instance={id}"))
-        );
+        consume_ok(plugin, id, &messages);
         assert_eq!(
             block(partition_names(&path)),
             vec!["p0", "p1", "p2"],
@@ -202,12 +200,7 @@ fn a_chunk_for_a_table_the_lean_path_cannot_write_sends_it_and_the_rest_the_enco
     let messages: Vec<TestMessage> = (0..10u64)
         .map(|v| TestMessage::text(v, &format!(r#"{{"tenant":"{}","v":{v}}}"#, tenant_of(v))))
         .collect();
-    assert_eq!(
-        plugin.consume(id, "app", "events", JSON, &messages),
-        0,
-        "{:?}",
-        logged(&format!("instance={id}"))
-    );
+    consume_ok(plugin, id, &messages);
     let values = |rows: Vec<Vec<String>>| -> Vec<String> { rows.into_iter().map(|r| r[1].clone()).collect() };
     assert_eq!(
         values(block(read_log(&lean, 8, Duration::from_secs(30)))),
@@ -241,12 +234,7 @@ fn routed_rows_land_once_and_in_order_before_and_after_their_tables_are_open() {
                 TestMessage::text(v, &format!(r#"{{"tenant":"{tenant}","v":{v}}}"#))
             })
             .collect();
-        assert_eq!(
-            plugin.consume(id, "app", "events", JSON, &messages),
-            0,
-            "{:?}",
-            logged(&format!("instance={id}"))
-        );
+        consume_ok(plugin, id, &messages);
     }
     for (t, tenant) in tenants.iter().enumerate() {
         let table = TablePath::new(path.database.clone(), format!("{prefix}{tenant}"));

@@ -16,6 +16,15 @@ use crate::config::defaults::BATCH_SIZE;
 /// before it would make fewer than 500 messages a chunk.
 const CHUNK_PAYLOAD_BYTES: usize = 1 << 20;
 
+/// The size of a batch: its messages and the bytes of their payloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchShape {
+    /// Messages in the batch.
+    pub messages: usize,
+    /// Bytes of their payloads, all together.
+    pub payload_bytes: usize,
+}
+
 /// `batch_size` as the config gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ChunkSize {
@@ -23,8 +32,9 @@ pub(crate) enum ChunkSize {
     /// one what is left.
     Fixed(usize),
     /// `batch_size` is left out: chunks of 500 messages, or larger ones for
-    /// a large batch of small messages: at most ~1 MiB of payloads each, and
-    /// at least as many chunks as are made at once; sizes evened out.
+    /// a large batch of small messages: at most ~1 MiB of payloads each, at
+    /// least as many chunks as are made at once, and no more messages than
+    /// the stage takes in one call (a transform's pace); sizes evened out.
     Auto,
 }
 
@@ -35,10 +45,15 @@ impl From<Option<usize>> for ChunkSize {
 }
 
 impl ChunkSize {
-    /// Messages per chunk for a batch of `messages` messages holding
-    /// `payload_bytes` bytes of payloads, `at_once` chunks being made at
-    /// once. Always at least 1.
-    pub(crate) fn for_batch(self, messages: usize, payload_bytes: usize, at_once: usize) -> usize {
+    /// Messages per chunk for `batch`, `at_once` chunks being made at once
+    /// by a stage that takes at most `per_call` messages in one call
+    /// (`None`: no such limit). Always at least 1; `Auto` never goes under
+    /// 500.
+    pub(crate) fn for_batch(self, batch: BatchShape, at_once: usize, per_call: Option<usize>) -> usize {
+        let BatchShape {
+            messages,
+            payload_bytes,
+        } = batch;
         let size = match self {
             ChunkSize::Fixed(size) => return size.max(1),
             ChunkSize::Auto if messages <= BATCH_SIZE => return BATCH_SIZE,
@@ -48,7 +63,10 @@ impl ChunkSize {
                     0 => messages,
                     bytes => (CHUNK_PAYLOAD_BYTES as u128 * messages as u128 / bytes as u128) as usize,
                 };
-                per_core.min(by_bytes).max(BATCH_SIZE)
+                per_core
+                    .min(by_bytes)
+                    .min(per_call.unwrap_or(usize::MAX))
+                    .max(BATCH_SIZE)
             }
         };
         // As many chunks as that size needs, of even sizes.
@@ -60,6 +78,13 @@ impl ChunkSize {
 mod tests {
     use super::*;
 
+    fn shape(messages: usize, payload_bytes: usize) -> BatchShape {
+        BatchShape {
+            messages,
+            payload_bytes,
+        }
+    }
+
     fn chunks(size: usize, messages: usize) -> Vec<usize> {
         (0..messages)
             .step_by(size)
@@ -70,9 +95,13 @@ mod tests {
     #[test]
     fn a_set_batch_size_is_every_chunk_but_the_last() {
         let fixed = ChunkSize::Fixed(50);
-        assert_eq!(fixed.for_batch(10_000, 1_100_000, 2), 50);
-        assert_eq!(fixed.for_batch(7, 7, 4), 50);
-        assert_eq!(ChunkSize::Fixed(0).for_batch(10, 10, 2), 1, "never zero");
+        assert_eq!(fixed.for_batch(shape(10_000, 1_100_000), 2, None), 50);
+        assert_eq!(fixed.for_batch(shape(7, 7), 4, None), 50);
+        assert_eq!(
+            ChunkSize::Fixed(0).for_batch(shape(10, 10), 2, None),
+            1,
+            "never zero"
+        );
         assert_eq!(ChunkSize::from(Some(250)), ChunkSize::Fixed(250));
         assert_eq!(ChunkSize::from(None), ChunkSize::Auto);
     }
@@ -81,19 +110,23 @@ mod tests {
     fn auto_keeps_500_message_chunks_for_small_batches_and_large_messages() {
         let auto = ChunkSize::Auto;
         assert_eq!(
-            auto.for_batch(1_000, 110_000, 2),
+            auto.for_batch(shape(1_000, 110_000), 2, None),
             500,
             "1,000 small messages, 2 cores"
         );
-        assert_eq!(auto.for_batch(1_000, 110_000, 4), 500, "never under 500");
-        assert_eq!(auto.for_batch(300, 33_000, 2), 500, "one chunk");
         assert_eq!(
-            auto.for_batch(10_000, 20_480_000, 2),
+            auto.for_batch(shape(1_000, 110_000), 4, None),
+            500,
+            "never under 500"
+        );
+        assert_eq!(auto.for_batch(shape(300, 33_000), 2, None), 500, "one chunk");
+        assert_eq!(
+            auto.for_batch(shape(10_000, 20_480_000), 2, None),
             500,
             "2 KB messages: ~1 MiB is 500 already"
         );
         assert_eq!(
-            auto.for_batch(10_000, 100_000_000, 2),
+            auto.for_batch(shape(10_000, 100_000_000), 2, None),
             500,
             "10 KB messages: 500 even past 1 MiB"
         );
@@ -102,22 +135,38 @@ mod tests {
     #[test]
     fn auto_makes_fewer_larger_chunks_of_many_small_messages() {
         let auto = ChunkSize::Auto;
-        let small = auto.for_batch(10_000, 1_100_000, 2);
+        let small = auto.for_batch(shape(10_000, 1_100_000), 2, None);
         assert_eq!(chunks(small, 10_000), [5_000, 5_000], "~110 B: one chunk a core");
-        let quad = auto.for_batch(10_000, 1_100_000, 4);
+        let quad = auto.for_batch(shape(10_000, 1_100_000), 4, None);
         assert_eq!(chunks(quad, 10_000), [2_500; 4], "four cores");
-        let medium = auto.for_batch(10_000, 4_000_000, 2);
+        let medium = auto.for_batch(shape(10_000, 4_000_000), 2, None);
         assert_eq!(
             chunks(medium, 10_000),
             [2_500; 4],
             "~400 B: at most ~1 MiB a chunk"
         );
-        let uneven = auto.for_batch(1_300, 143_000, 4);
+        let uneven = auto.for_batch(shape(1_300, 143_000), 4, None);
         assert_eq!(
             chunks(uneven, 1_300),
             [434, 434, 432],
             "evened out, not 500 + 500 + 300"
         );
-        assert_eq!(auto.for_batch(10_000, 0, 2), 5_000, "empty payloads");
+        assert_eq!(auto.for_batch(shape(10_000, 0), 2, None), 5_000, "empty payloads");
+    }
+
+    #[test]
+    fn auto_keeps_a_transforms_calls_to_its_pace() {
+        let auto = ChunkSize::Auto;
+        let small = shape(10_000, 1_100_000);
+        assert_eq!(auto.for_batch(small, 2, Some(100_000)), 5_000, "a fast guest");
+        let slow = auto.for_batch(small, 2, Some(1_200));
+        assert_eq!(slow, 1_112, "9 chunks of at most 1,200, evened out");
+        assert_eq!(auto.for_batch(small, 2, Some(10)), 500, "never under 500");
+        let fixed = ChunkSize::Fixed(5_000);
+        assert_eq!(
+            fixed.for_batch(small, 2, Some(10)),
+            5_000,
+            "a set batch_size is kept"
+        );
     }
 }

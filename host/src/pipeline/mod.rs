@@ -238,7 +238,7 @@ impl Pipeline {
         if let RowStage::JsonColumns(_) = *self.stage {
             // The lean path: chunks are made on every core and each is sent
             // once made, in order, while the next ones are being made.
-            let size = self.chunk_size(&batch);
+            let size = self.chunk_size(&self.stage, &batch);
             let chunks = chunks::ColumnChunks::new(self.stage.clone(), batch.clone(), schema, size);
             return Ok(self
                 .writer
@@ -278,14 +278,8 @@ impl Pipeline {
             Some(versions) => Arc::new(RowStage::Wasm(versions.for_batch(batch))),
             None => self.stage.clone(),
         };
-        making::RowsInMaking::start(
-            stage,
-            batch,
-            schema,
-            self.chunk_size(batch),
-            finisher,
-            self.metrics.clone(),
-        )
+        let size = self.chunk_size(&stage, batch);
+        making::RowsInMaking::start(stage, batch, schema, size, finisher, self.metrics.clone())
     }
 
     /// What `make` makes of `batch`, chunk by chunk (`batch_size` messages,
@@ -297,7 +291,7 @@ impl Pipeline {
         stage: Arc<RowStage>,
         make: impl Fn(&RowStage, &MessageBatch) -> Result<T, TransformError> + Send + Sync + 'static,
     ) -> Result<T, PipelineError> {
-        let (count, size) = (batch.len(), self.chunk_size(batch));
+        let (count, size) = (batch.len(), self.chunk_size(&stage, batch));
         let span = tracing::Span::current();
         let starts: Vec<usize> = (0..count).step_by(size).collect();
         let at_once = chunks_at_once();
@@ -327,10 +321,15 @@ impl Pipeline {
         Ok(output)
     }
 
-    /// Messages per chunk of `batch` (see [`chunk_size::ChunkSize`]).
-    fn chunk_size(&self, batch: &MessageBatch) -> usize {
+    /// Messages per chunk of `batch` made by `stage` (see
+    /// [`chunk_size::ChunkSize`]).
+    fn chunk_size(&self, stage: &RowStage, batch: &MessageBatch) -> usize {
+        let shape = chunk_size::BatchShape {
+            messages: batch.len(),
+            payload_bytes: batch.payload_bytes(),
+        };
         self.chunking
-            .for_batch(batch.len(), batch.payload_bytes(), chunks_at_once())
+            .for_batch(shape, chunks_at_once(), stage.messages_per_chunk())
     }
 
     fn count(&self, report: &WriteReport) {

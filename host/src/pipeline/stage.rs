@@ -174,6 +174,20 @@ impl RowStage {
         }
     }
 
+    /// The most messages one chunk may hold for this stage: a transform's
+    /// calls are kept well inside its `call_timeout` (see
+    /// [`Transform::messages_per_call`]), 500 messages until its pace is
+    /// known. `None` without a transform.
+    pub(crate) fn messages_per_chunk(&self) -> Option<usize> {
+        match self {
+            Self::Wasm(t) => Some(
+                t.messages_per_call()
+                    .unwrap_or(crate::config::defaults::BATCH_SIZE),
+            ),
+            _ => None,
+        }
+    }
+
     /// Transform calls that failed so far (0 without a transform).
     pub fn faults(&self) -> u64 {
         match self {

@@ -2,6 +2,9 @@
 //! bisection of a failing batch until each failing message stands alone.
 
 use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use wasmtime::Trap;
 
 use super::bindings::iggy::fluss_sink::types as wit;
 use super::error::describe_failure;
@@ -85,10 +88,18 @@ impl Transform {
             headers: &headers,
             header_ends: &batch.header_ends,
         };
+        let started = Instant::now();
         let result = instance.bindings.call_process(&mut instance.store, input);
         let raw = match result {
-            Ok(raw) => raw,
+            Ok(raw) => {
+                self.pace.record(batch.len(), started.elapsed());
+                raw
+            }
             Err(e) => {
+                if let Some(Trap::Interrupt) = e.downcast_ref::<Trap>() {
+                    // It needed longer than the deadline, at the least.
+                    self.pace.record(batch.len(), self.limits.call_timeout);
+                }
                 self.stats.faults.fetch_add(1, Ordering::Relaxed);
                 let text = describe_failure(&e, &self.limits, instance.store.data().last_error.as_deref());
                 // A failed instance is never reused.

@@ -16,6 +16,8 @@
 //!   output) the batch is retried once on a fresh instance, then bisected so
 //!   that only the messages that make the transform fail are dead-lettered,
 //!   each with the failure's description; the rest of the batch goes on.
+//! - `pace`: how long the guest takes a message, so that auto-sized chunks
+//!   stay well inside `call_timeout`.
 
 mod bindings;
 pub(crate) mod cache;
@@ -24,6 +26,7 @@ mod engine;
 mod error;
 mod guest;
 mod isolation;
+mod pace;
 mod pool;
 mod reload;
 
@@ -152,6 +155,7 @@ pub struct Transform {
     wit_tables: Vec<OwnedTable>,
     pool: Mutex<Vec<Instance>>,
     stats: TransformStats,
+    pace: pace::Pace,
     load_info: LoadInfo,
     version: String,
 }
@@ -240,6 +244,7 @@ impl Transform {
             wit_tables,
             pool: Mutex::new(Vec::new()),
             stats: TransformStats::default(),
+            pace: pace::Pace::default(),
             load_info,
             version,
         };
@@ -273,6 +278,14 @@ impl Transform {
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
+
+    /// Messages one call is expected to go through in a quarter of
+    /// `call_timeout`, from the pace of the calls so far; `None` before the
+    /// first call. Auto-sized chunks are kept to it.
+    pub fn messages_per_call(&self) -> Option<usize> {
+        self.pace.messages_within(self.limits.call_timeout / 4)
+    }
+
     /// Runs the transform over `batch`: one outcome per message, in order.
     /// Messages that make the transform fail are dead-lettered with the
     /// reason. The rows are not checked against their tables here (see

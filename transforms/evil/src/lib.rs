@@ -9,7 +9,9 @@
 //! `huge-output` (emits `huge_bytes` bytes of rows, default 64 MiB),
 //! `type-mismatch` (a STRING where the column is BIGINT), `bad-encoding`
 //! (a row buffer that does not decode), `init-error` (init fails), `log`
-//! (logs a line at each level and passes).
+//! (logs a line at each level and passes), `slow` (every message, poisoned
+//! or not, first spins `spin` rounds of a loop, default 1,000,000; no clock,
+//! which not every guest target has).
 
 use fluss_transform_sdk::bindings::export_bindings;
 use fluss_transform_sdk::bindings::iggy::fluss_sink::host::{Level, log};
@@ -22,6 +24,7 @@ struct Settings {
     mode: String,
     trigger: Vec<u8>,
     huge_bytes: usize,
+    spin: u64,
 }
 
 thread_local! {
@@ -46,6 +49,7 @@ impl fluss_transform_sdk::bindings::Guest for Evil {
             mode: get("mode").ok_or("evil transform needs config `mode`")?,
             trigger: get("trigger").unwrap_or_else(|| "poison".into()).into_bytes(),
             huge_bytes: get("huge_bytes").and_then(|v| v.parse().ok()).unwrap_or(64 << 20),
+            spin: get("spin").and_then(|v| v.parse().ok()).unwrap_or(1_000_000),
         };
         if settings.mode == "init-error" {
             return Err("evil init refuses: the config asked for init-error".into());
@@ -66,6 +70,13 @@ impl fluss_transform_sdk::bindings::Guest for Evil {
             let offset = batch.offsets[i];
             let poisoned = payload == settings.trigger.as_slice();
             saw_poison |= poisoned;
+            if settings.mode == "slow" {
+                let mut sum = 0u64;
+                for round in 0..settings.spin {
+                    sum = std::hint::black_box(sum.wrapping_add(round));
+                }
+                std::hint::black_box(sum);
+            }
             if settings.mode == "log" {
                 for level in [Level::Trace, Level::Debug, Level::Info, Level::Warn, Level::Error] {
                     log(level, &format!("evil log at offset {offset}"));
