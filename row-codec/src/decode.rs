@@ -149,13 +149,15 @@ pub struct RowView<'a> {
 impl<'a> RowView<'a> {
     /// The row's cells in order. The row has been fully read already, so
     /// this cannot fail.
-    pub fn cells(&self) -> impl Iterator<Item = Cell<'a>> + 'a {
-        let mut reader = Reader {
-            buf: self.cell_bytes,
-            pos: 0,
-            base: self.offset + 5,
-        };
-        (0..self.cell_count).map(move |_| reader.cell().expect("row was validated when read"))
+    pub fn cells(&self) -> ViewCells<'a> {
+        ViewCells {
+            reader: Reader {
+                buf: self.cell_bytes,
+                pos: 0,
+                base: self.offset + 5,
+            },
+            left: self.cell_count,
+        }
     }
 
     /// The encoded row, header included.
@@ -163,6 +165,36 @@ impl<'a> RowView<'a> {
         5 + self.cell_bytes.len()
     }
 }
+
+/// The cells of a row read before (see [`RowView::cells`]). Its own type,
+/// not a `map` over a range: zipped with another iterator, a mapped range
+/// is read by index through an out-of-line call that returns each cell
+/// through memory (perf: half the time of the host's rows-to-Arrow loop).
+#[derive(Debug, Clone)]
+pub struct ViewCells<'a> {
+    reader: Reader<'a>,
+    left: u16,
+}
+
+impl<'a> Iterator for ViewCells<'a> {
+    type Item = Cell<'a>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Cell<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        Some(self.reader.cell().expect("row was validated when read"))
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+impl ExactSizeIterator for ViewCells<'_> {}
 
 /// Iterates the rows of a buffer, checking each fully as it goes.
 #[derive(Debug, Clone)]

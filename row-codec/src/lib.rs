@@ -51,7 +51,7 @@ pub mod encode;
 pub mod json;
 pub mod types;
 
-pub use decode::{Cell, DecodeError, RowCells, RowHead, RowView, Rows};
+pub use decode::{Cell, DecodeError, RowCells, RowHead, RowView, Rows, ViewCells};
 pub use encode::{RowSink, RowsBuilder};
 pub use types::{Column, DataType, TypeParseError};
 
