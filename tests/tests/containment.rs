@@ -62,6 +62,23 @@ fn an_infinite_loop_hits_the_cpu_deadline() {
     assert!(t.stats().faults.load(Ordering::Relaxed) >= 2);
 }
 
+/// A call cut off at its deadline counts as taking at least the deadline:
+/// the transform's pace slows to it at once, so auto-sized chunks shrink
+/// to the 500-message floor before the next batch (no call was measured
+/// before, so only the deadline can have set the pace).
+#[test]
+fn a_call_past_its_deadline_slows_the_transforms_pace_to_it() {
+    let t = evil("loop", quick(), &[]).unwrap();
+    assert_eq!(t.messages_per_call(), None, "no call yet");
+    let out = t.process(&text_batch(&["poison"])).unwrap();
+    assert!(matches!(out.outcomes[0], MessageOutcome::DeadLetter(_)));
+    assert_eq!(
+        t.messages_per_call(),
+        Some(0),
+        "a message that takes at least 200 ms: none fits in 50 ms"
+    );
+}
+
 #[test]
 fn a_memory_bomb_hits_the_memory_cap() {
     let t = evil(
