@@ -184,6 +184,17 @@ impl Plugin {
         )
     }
 
+    /// [`Plugin::consume`] of JSON `messages` from `app`/`topic`, failing
+    /// the test with instance `id`'s log lines unless it returns 0.
+    pub fn consume_json_ok(&self, id: u32, topic: &str, messages: &[TestMessage]) {
+        assert_eq!(
+            self.consume(id, "app", topic, 0, messages),
+            0,
+            "{:?}",
+            logged(&format!("instance={id}"))
+        );
+    }
+
     /// [`Plugin::consume`] of JSON `messages` from `app`/`topic`; the return
     /// code and how long the call took.
     pub fn timed_consume(

@@ -48,20 +48,7 @@ fn open_log_sink(
     batch_size: Option<u64>,
     transform: Option<&str>,
 ) -> u32 {
-    let id = next_id();
-    plugin.open_ok(id, &log_sink_config(path, dlq, batch_size, transform));
-    id
-}
-
-/// Consumes `messages` as JSON; fails with the instance's log unless the
-/// call returns 0.
-fn consume_ok(plugin: &Plugin, id: u32, messages: &[TestMessage]) {
-    assert_eq!(
-        plugin.consume(id, "app", "events", JSON, messages),
-        0,
-        "{:?}",
-        logged(&format!("instance={id}"))
-    );
+    plugin.open_new(&log_sink_config(path, dlq, batch_size, transform))
 }
 
 /// A consume of many chunks (`batch_size` 50), with and without a
@@ -83,7 +70,7 @@ fn a_consume_of_many_chunks_lands_whole_and_in_order() {
                 _ => TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","amount":"{i}.50"}}"#)),
             })
             .collect();
-        consume_ok(plugin, id, &messages);
+        plugin.consume_json_ok(id, "events", &messages);
         let ids: Vec<String> = block(read_log(&path, 997, Duration::from_secs(30)))
             .into_iter()
             .map(|row| row[0].clone())
@@ -133,7 +120,7 @@ fn a_partitioned_consume_of_many_chunks_lands_each_row_in_its_partition_in_order
                 ),
             })
             .collect();
-        consume_ok(plugin, id, &messages);
+        plugin.consume_json_ok(id, "events", &messages);
         assert_eq!(
             block(partition_names(&path)),
             vec!["p0", "p1", "p2"],
@@ -200,7 +187,7 @@ fn a_chunk_for_a_table_the_lean_path_cannot_write_sends_it_and_the_rest_the_enco
     let messages: Vec<TestMessage> = (0..10u64)
         .map(|v| TestMessage::text(v, &format!(r#"{{"tenant":"{}","v":{v}}}"#, tenant_of(v))))
         .collect();
-    consume_ok(plugin, id, &messages);
+    plugin.consume_json_ok(id, "events", &messages);
     let values = |rows: Vec<Vec<String>>| -> Vec<String> { rows.into_iter().map(|r| r[1].clone()).collect() };
     assert_eq!(
         values(block(read_log(&lean, 8, Duration::from_secs(30)))),
@@ -234,7 +221,7 @@ fn routed_rows_land_once_and_in_order_before_and_after_their_tables_are_open() {
                 TestMessage::text(v, &format!(r#"{{"tenant":"{tenant}","v":{v}}}"#))
             })
             .collect();
-        consume_ok(plugin, id, &messages);
+        plugin.consume_json_ok(id, "events", &messages);
     }
     for (t, tenant) in tenants.iter().enumerate() {
         let table = TablePath::new(path.database.clone(), format!("{prefix}{tenant}"));
@@ -339,7 +326,7 @@ fn a_large_consume_in_auto_sized_chunks_lands_whole_and_in_order() {
         let messages: Vec<TestMessage> = (0..6000u64)
             .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","amount":"{i}.50"}}"#)))
             .collect();
-        consume_ok(plugin, id, &messages);
+        plugin.consume_json_ok(id, "events", &messages);
         let ids: Vec<String> = block(read_log(&path, 6000, Duration::from_secs(30)))
             .into_iter()
             .map(|row| row[0].clone())

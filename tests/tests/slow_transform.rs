@@ -14,21 +14,9 @@ use std::time::{Duration, Instant};
 
 use iggy_connector_fluss_sink::{Transform, TransformSpec};
 use integration_tests::fluss_cluster::{block, read_log, unique_table};
-use integration_tests::plugin::{Plugin, TestMessage, log_config, logged, next_id};
+use integration_tests::plugin::{Plugin, TestMessage, log_config, logged};
 use integration_tests::{component, table, test_cache_dir, text_batch};
 use serde_json::json;
-
-const JSON: u32 = 0;
-
-/// Consumes `messages` as JSON into instance `id`, which must return 0.
-fn consume_ok(plugin: &Plugin, id: u32, messages: &[TestMessage]) {
-    assert_eq!(
-        plugin.consume(id, "app", "events", JSON, messages),
-        0,
-        "{:?}",
-        logged(&format!("instance={id}"))
-    );
-}
 
 /// Rounds of the evil guest's `slow` spin that take about `per_message` a
 /// message on this machine, timed through the library on 50 messages.
@@ -72,15 +60,14 @@ fn a_slow_transforms_auto_sized_calls_stay_inside_call_timeout() {
             "call_timeout": "500ms",
             "config": {"mode": "slow", "spin": spin.to_string()}
         });
-        let id = next_id();
-        plugin.open_ok(id, &config);
+        let id = plugin.open_new(&config);
         let first = if warm_up {
-            consume_ok(plugin, id, &messages(0..100));
+            plugin.consume_json_ok(id, "events", &messages(0..100));
             100
         } else {
             0
         };
-        consume_ok(plugin, id, &messages(first..first + 6000));
+        plugin.consume_json_ok(id, "events", &messages(first..first + 6000));
 
         let offsets: Vec<String> = block(read_log(&path, first as usize + 6000, Duration::from_secs(30)))
             .into_iter()
