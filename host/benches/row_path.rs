@@ -1,6 +1,6 @@
 //! The sink's own CPU per row on the JSON path, without Fluss: JSON payloads
 //! to rows, rows to the Arrow batch the writer appends, and the two
-//! together (what the sink did up to session 5), against JSON straight to
+//! together (the encoded path of routed tables and dead letters), against JSON straight to
 //! Arrow columns in one pass (the lean path of log tables: the quick reader
 //! of flat objects first, then sonic-rs, the native default, or serde_json,
 //! the guests' parser; and each parser alone), at ~110 B, ~400 B and ~2 KB

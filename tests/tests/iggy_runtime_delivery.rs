@@ -145,7 +145,7 @@ fn a_runtime_stopped_mid_stream_loses_at_most_one_poll_and_repeats_nothing() {
 /// outside that poll is lost. The kill is shown to land inside a consume
 /// (the plugin's `messages_in_flight` gauge); in the runs here the append
 /// was already in the frozen server's socket and landed after the thaw, so
-/// nothing was lost (2026-12-02: 4,000 of 4,000).
+/// nothing was lost.
 #[test]
 fn a_runtime_crashing_during_a_consume_loses_at_most_that_poll_and_repeats_nothing() {
     if !binaries_present("a_runtime_crashing_during_a_consume_loses_at_most_that_poll_and_repeats_nothing") {

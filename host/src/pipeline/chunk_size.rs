@@ -4,10 +4,8 @@
 //! Each chunk costs the same however small it is (a task on the blocking
 //! pool, a transform call, an Arrow batch that fluss-rs encodes, compresses
 //! and sends on its own), so a large batch of small messages goes faster in
-//! fewer, larger chunks: on this project's 2-core machine, 10,000 messages
-//! of ~110 B went 1.7 → 2.4 M msg/s without a transform and 1.3 → 1.7 M
-//! msg/s with json-to-row in chunks of 5,000 instead of 500 (docs/benchmarks.md,
-//! session 24). Chunks stay small enough to be made on every core at once,
+//! fewer, larger chunks (the consume bench measures it: docs/benchmarks.md).
+//! Chunks stay small enough to be made on every core at once,
 //! and a chunk of large messages stays at the 500 messages it always had.
 
 use crate::config::defaults::BATCH_SIZE;

@@ -212,9 +212,9 @@ impl<'b> ColumnsBuilder<'b> {
     ) -> Result<Self, String> {
         let n = rows;
         // Room for 16 bytes a string: reserving a batch's payload bytes in
-        // every string column instead was slower (10,000 messages of ~2 KB:
-        // 22-27 ms a consume against 14-15 ms), the system allocator mapping
-        // and faulting in fresh pages for each batch's reservations.
+        // every string column instead was slower in the consume bench (the
+        // system allocator maps and faults in fresh pages for each batch's
+        // reservations).
         let bytes = n * 16;
         let builders = arrow_schema
             .fields()
