@@ -5,10 +5,10 @@
 #![no_main]
 
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::{MessageBatch, Source};
-use iggy_connector_fluss_sink::{ColumnMapping, JsonMapping};
-use iggy_connector_fluss_sink::{Column, DataType, TableSchema};
 use iggy_connector_fluss_sink::test_support::{arrow_schema_of, to_record_batch};
+use iggy_connector_fluss_sink::{Column, DataType, TableSchema};
+use iggy_connector_fluss_sink::{ColumnMapping, JsonMapping};
+use iggy_connector_fluss_sink::{MessageBatch, Source};
 use libfuzzer_sys::fuzz_target;
 
 fn schema() -> TableSchema {
@@ -61,7 +61,10 @@ fuzz_target!(|payloads: Vec<Vec<u8>>| {
     encoded.check_rows(|_| Some(&schema));
     let lean = ColumnMapping::new(mapping, schema.clone(), arrow_schema.clone(), false).map_batch(&batch);
 
-    assert_eq!(lean.outcomes, encoded.outcomes, "the same outcome for every message");
+    assert_eq!(
+        lean.outcomes, encoded.outcomes,
+        "the same outcome for every message"
+    );
     let expected = to_record_batch(&encoded, &schema, &arrow_schema);
     let got = lean.rows.record(0..lean.rows.messages().len());
     match (got, expected) {

@@ -52,7 +52,10 @@ fuzz_target!(|input: Input| {
     let decoded = decode::messages_metadata(&meta);
     match decoded {
         Ok(m) => {
-            assert_eq!((m.partition_id, m.current_offset), (input.partition, input.offset));
+            assert_eq!(
+                (m.partition_id, m.current_offset),
+                (input.partition, input.offset)
+            );
         }
         Err(e) => assert!(e.to_string().contains("schema"), "{e}"),
     }
@@ -77,7 +80,10 @@ fuzz_target!(|input: Input| {
     let (_, batch) = decode::raw_messages(&bytes, source()).expect("well-formed messages");
     assert_eq!(batch.len(), messages.len());
     for (got, sent) in batch.iter().zip(&messages) {
-        assert_eq!((got.id, got.offset, got.timestamp), (sent.id, sent.offset, sent.timestamp));
+        assert_eq!(
+            (got.id, got.offset, got.timestamp),
+            (sent.id, sent.offset, sent.timestamp)
+        );
         assert_eq!(got.payload, sent.payload.as_slice());
         assert_eq!(got.headers.len(), sent.headers.len());
         for (h, (key, kind, value)) in got.headers.iter().zip(&sent.headers) {
