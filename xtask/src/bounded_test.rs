@@ -4,7 +4,9 @@
 //! test fails CI within minutes and is named: libtest prints `test X has
 //! been running for over 60 seconds` for it, and this task names the binary
 //! it killed. Every binary runs even after one fails; the summary lists each
-//! with its time.
+//! with its time. A build that yields fewer test binaries than the
+//! workspace defines (`cargo metadata`) fails before anything runs, so a
+//! change in cargo's output cannot pass CI with nothing tested.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -35,6 +37,8 @@ enum Outcome {
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let (per_binary, cargo_args) = parse(args)?;
     let binaries = build(&cargo_args)?;
+    let expected = expected_binaries(&cargo_args)?;
+    check_floor(binaries.len(), expected)?;
     let mut summary = Vec::new();
     for binary in &binaries {
         let started = Instant::now();
@@ -116,6 +120,62 @@ fn build(cargo_args: &[String]) -> Result<Vec<TestBinary>> {
     Ok(binaries)
 }
 
+/// How many test binaries `cargo test` with `cargo_args` must build: with
+/// `--workspace --all-targets`, every library, binary, test and bench
+/// target of the workspace's members (examples are built too, but not
+/// counted: whether cargo runs them as tests depends on its version);
+/// otherwise at least one.
+fn expected_binaries(cargo_args: &[String]) -> Result<usize> {
+    let has = |flag: &str| cargo_args.iter().any(|a| a == flag);
+    if !(has("--workspace") && has("--all-targets")) {
+        return Ok(1);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("cargo metadata failed with {}", output.status));
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("cargo metadata printed what is not JSON: {e}"))?;
+    Ok(test_targets(&metadata))
+}
+
+/// The targets of `metadata`'s packages that `cargo test --all-targets`
+/// builds as test binaries.
+fn test_targets(metadata: &serde_json::Value) -> usize {
+    let packages = metadata["packages"].as_array().map_or(&[][..], Vec::as_slice);
+    packages
+        .iter()
+        .flat_map(|package| package["targets"].as_array().map_or(&[][..], Vec::as_slice))
+        .filter(|target| {
+            let kinds = target["kind"].as_array().map_or(&[][..], Vec::as_slice);
+            let tested = target["test"].as_bool().unwrap_or(true);
+            kinds.iter().any(|kind| match kind.as_str() {
+                Some("lib" | "rlib" | "cdylib" | "dylib" | "staticlib" | "proc-macro" | "bin" | "test") => {
+                    tested
+                }
+                Some("bench") => true,
+                _ => false,
+            })
+        })
+        .count()
+}
+
+/// Fails when the build gave fewer test binaries than `expected`.
+fn check_floor(found: usize, expected: usize) -> Result<()> {
+    if found < expected {
+        return Err(format!(
+            "cargo test --no-run built {found} test binaries, but the workspace defines {expected}: \
+             nothing is run rather than a part of the tests (did cargo's JSON output change?)"
+        ));
+    }
+    Ok(())
+}
+
 /// Runs one binary in a process group of its own, killing the whole group
 /// (the servers its tests started too) when it outlasts `bound`.
 fn run_one(binary: &TestBinary, bound: Duration) -> Result<Outcome> {
@@ -158,4 +218,41 @@ fn kill_group(pgid: u32) {
     let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
     std::thread::sleep(Duration::from_secs(5));
     let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_floor_refuses_fewer_binaries_than_expected() {
+        assert!(check_floor(0, 1).is_err());
+        let refused = check_floor(18, 19).unwrap_err();
+        assert!(
+            refused.contains("built 18 test binaries") && refused.contains("defines 19"),
+            "{refused}"
+        );
+        assert!(check_floor(19, 19).is_ok());
+        assert!(check_floor(20, 19).is_ok());
+    }
+
+    #[test]
+    fn test_targets_counts_what_cargo_test_builds() {
+        let metadata = serde_json::json!({"packages": [
+            {"targets": [
+                {"kind": ["cdylib", "rlib"], "test": true},
+                {"kind": ["bench"], "test": false},
+                {"kind": ["test"], "test": true},
+                {"kind": ["custom-build"], "test": false},
+                {"kind": ["example"], "test": false},
+            ]},
+            {"targets": [
+                {"kind": ["bin"], "test": true},
+                {"kind": ["lib"], "test": false},
+                {"kind": ["example"], "test": true},
+            ]},
+        ]});
+        // cdylib+rlib (one binary), the bench, the test, the bin.
+        assert_eq!(test_targets(&metadata), 4);
+    }
 }
