@@ -446,7 +446,8 @@ mod tests {
         let batch = batch(&[
             r#"{"id":1,"amount":"1.5"}"#,
             r#"{"amount":"1.5"}"#,
-            // Passes the mapping's digit check, rounds past DECIMAL(4, 2).
+            // Rounds past DECIMAL(4, 2): the mapping refuses it, as on
+            // every path that maps JSON.
             r#"{"id":3,"amount":"99.996"}"#,
             "not json",
             r#"{"id":5}"#,
@@ -463,7 +464,7 @@ mod tests {
         );
         assert_eq!(
             reason(2),
-            "table db.t: column `amount`: 99.996 does not fit DECIMAL(4, 2)"
+            "column `amount` (DECIMAL(4, 2)): 99.996 does not fit DECIMAL(4, 2)"
         );
         assert!(
             reason(3).starts_with("payload is not valid JSON"),

@@ -97,12 +97,27 @@ fn check_decimal(text: &str, precision: u8, scale: u8) -> Result<&str, String> {
     if unsigned.len() == usize::from(point) {
         return Err(format!("\"{text}\" is not a decimal number"));
     }
-    if int_digits > (precision - scale) as usize {
-        return Err(format!(
-            "{t} has {int_digits} integer digits, more than DECIMAL({precision}, {scale}) holds"
-        ));
+    let room = usize::from(precision.saturating_sub(scale));
+    if int_digits > room || int_digits == room && rounds_up_a_digit(unsigned, scale) {
+        return Err(format!("{t} does not fit DECIMAL({precision}, {scale})"));
     }
     Ok(t)
+}
+
+/// Whether rounding `unsigned` (digits with at most one point, checked) to
+/// `scale` fraction digits, half away from zero, carries into one more
+/// integer digit: every digit kept is a 9 and the first one dropped is 5 or
+/// more (`9.996` at scale 2 is `10.00`). The host rounds the same way when it
+/// writes, so a value that passes here fits its column.
+fn rounds_up_a_digit(unsigned: &[u8], scale: u8) -> bool {
+    let (int, fraction) = match unsigned.iter().position(|&b| b == b'.') {
+        Some(point) => (&unsigned[..point], &unsigned[point + 1..]),
+        None => (unsigned, &[][..]),
+    };
+    let scale = usize::from(scale);
+    let significant = &int[int.iter().take_while(|&&b| b == b'0').count()..];
+    fraction.get(scale).is_some_and(|&b| b >= b'5')
+        && significant.iter().chain(&fraction[..scale]).all(|&b| b == b'9')
 }
 
 /// `s` without leading and trailing whitespace, as [`str::trim`] has it;
@@ -350,18 +365,52 @@ mod tests {
             ("1e5", not_a_number("1e5")),
             ("1 2", not_a_number("1 2")),
             ("\u{663}", not_a_number("\u{663}")),
-            (
-                "1234.5",
-                Err("1234.5 has 4 integer digits, more than DECIMAL(5, 2) holds".into()),
-            ),
-            (
-                "-00100.000",
-                Err("-00100.000 has 3 integer digits, more than DECIMAL(4, 2) holds".into()),
-            ),
+            ("1234.5", Err("1234.5 does not fit DECIMAL(5, 2)".into())),
+            ("-00100.000", Err("-00100.000 does not fit DECIMAL(4, 2)".into())),
         ] {
             let precision = if text.contains("100.") { 4 } else { 5 };
             assert_eq!(check_decimal(text, precision, 2), checked, "{text:?}");
         }
+    }
+
+    #[test]
+    fn decimals_that_round_past_their_precision_do_not_fit() {
+        for (text, precision, scale, fits) in [
+            ("99.994", 4, 2, true),
+            ("99.995", 4, 2, false),
+            ("-99.996", 4, 2, false),
+            ("0099.999", 4, 2, false),
+            ("98.999", 4, 2, true),
+            ("99.99", 4, 2, true),
+            ("9.995", 4, 2, true),
+            ("0.995", 2, 2, false),
+            (".994", 2, 2, true),
+            ("999.5", 3, 0, false),
+            ("999.4", 3, 0, true),
+            ("99", 2, 0, true),
+        ] {
+            let checked = check_decimal(text, precision, scale);
+            assert_eq!(checked.is_ok(), fits, "{text:?} at DECIMAL({precision}, {scale}): {checked:?}");
+            // The host's conversion agrees: what passes here fits the column.
+            let host_fits = reference_fits(text, precision, scale);
+            assert_eq!(host_fits, fits, "{text:?}: the reference disagrees");
+        }
+    }
+
+    /// Whether `text` rounded half away from zero to `scale` fits
+    /// DECIMAL(`precision`, `scale`), in 128-bit arithmetic.
+    fn reference_fits(text: &str, precision: u8, scale: u8) -> bool {
+        let unsigned = text.trim_start_matches(['-', '+']);
+        let (int, fraction) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+        let mut digits: String = int.to_string();
+        let scale = usize::from(scale);
+        let kept: String = fraction.chars().chain(std::iter::repeat('0')).take(scale).collect();
+        digits.push_str(&kept);
+        let mut value: i128 = if digits.is_empty() { 0 } else { digits.parse().unwrap() };
+        if fraction.as_bytes().get(scale).is_some_and(|&b| b >= b'5') {
+            value += 1;
+        }
+        value < 10i128.pow(u32::from(precision))
     }
 
     #[test]

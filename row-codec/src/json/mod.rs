@@ -11,7 +11,7 @@
 //! | FLOAT, DOUBLE | any number, numeric strings |
 //! | STRING, CHAR | strings; numbers and booleans as their JSON text |
 //! | BYTES, BINARY(n) | standard base64 strings (BINARY needs exactly n bytes) |
-//! | DECIMAL(p, s) | numbers or decimal strings; at most p - s integer digits (use strings for exact values) |
+//! | DECIMAL(p, s) | numbers or decimal strings; at most p - s integer digits once rounded to s (use strings for exact values) |
 //! | DATE | `"YYYY-MM-DD"`, or an integer count of days since 1970-01-01 |
 //! | TIME | `"HH:MM:SS[.fff]"`, or an integer count of milliseconds of the day |
 //! | TIMESTAMP | ISO-8601 `"YYYY-MM-DDTHH:MM:SS[.ffffff]"` (a space for `T` is accepted; an offset is converted to UTC and dropped), or integer epoch milliseconds |
