@@ -22,10 +22,11 @@ use fluss::client::{AppendWriter, FlussConnection};
 use fluss::metadata::TablePath as FlussPath;
 use fluss_row_codec::RowKind;
 use futures::future::join_all;
-use iggy_connector_fluss_sink::AllMade;
+use iggy_connector_fluss_sink::test_support::AllMade;
 use iggy_connector_fluss_sink::Deadline;
 use iggy_connector_fluss_sink::MessageBatch;
-use iggy_connector_fluss_sink::{ColumnMapping, JsonMapping};
+use iggy_connector_fluss_sink::JsonMapping;
+use iggy_connector_fluss_sink::test_support::ColumnMapping;
 use iggy_connector_fluss_sink::{DeadLetterKind, FlussWriter, WriterSettings};
 use iggy_connector_fluss_sink::{TablePath, TableSchema};
 

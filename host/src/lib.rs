@@ -16,8 +16,9 @@
 //!
 //! The modules are private; this page is the crate's whole public surface,
 //! used by the `fluss-sink` CLI, the integration tests and the benchmarks.
-//! The `test-support` feature adds [`test_support`], for benchmarks and
-//! fuzz targets that need the sink's internals.
+//! The `test-support` feature adds [`test_support`], for benchmarks, fuzz
+//! targets and tests that need the sink's internals (the chunk-level types
+//! among them).
 
 mod abi;
 mod batch;
@@ -38,16 +39,12 @@ pub use config::{ColumnConfig, ConfigError, SinkConfig, TableType};
 pub use deadline::{Deadline, Expired};
 pub use metrics::InstanceMetrics;
 pub use pipeline::RowStage;
-pub use rows::json::{ColumnMapping, JsonMapping};
-pub use rows::keyed::{KeyedMapping, KeyedOutput};
+pub use rows::json::JsonMapping;
 pub use rows::{DeadLetterKind, MessageOutcome, RowBatch, RowEntry, TransformOutput};
 pub use schema::{BadTablePath, Column, DataType, TablePath, TableSchema};
 pub use transform::cache::LoadSource;
 pub use transform::{Limits, LoadInfo, Transform, TransformError, TransformSpec, TransformStats, version_of};
-pub use writer::{
-    AllMade, ChunkFinisher, ClientError, FlussWriter, MadeChunks, TransformedChunk, WriteError, WriteReport,
-    WriterSettings,
-};
+pub use writer::{ClientError, FlussWriter, WriteError, WriteReport, WriterSettings};
 
 /// The sink's internals that benchmarks and fuzz targets measure or feed
 /// directly; not a stable interface.
@@ -59,6 +56,9 @@ pub mod test_support {
     use crate::{TableSchema, TransformOutput};
 
     pub use crate::abi::decode;
+    pub use crate::rows::json::ColumnMapping;
+    pub use crate::rows::keyed::{KeyedMapping, KeyedOutput};
+    pub use crate::writer::{AllMade, ChunkFinisher, MadeChunks, TransformedChunk};
 
     /// Fluss's Arrow form of `schema`, as the writer appends it.
     pub fn arrow_schema_of(schema: &TableSchema) -> Result<SchemaRef, String> {

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fluss_row_codec::RowKind;
+use iggy_connector_fluss_sink::test_support::{AllMade, TransformedChunk};
 use iggy_connector_fluss_sink::{
-    AllMade, DeadLetterKind, Deadline, FlussWriter, MessageBatch, MessageOutcome, RowBatch, TablePath,
-    TransformOutput, TransformedChunk, WriteReport,
+    DeadLetterKind, Deadline, FlussWriter, MessageBatch, MessageOutcome, RowBatch, TablePath, TransformOutput,
+    WriteReport,
 };
 use integration_tests::fluss_cluster::{read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};

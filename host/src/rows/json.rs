@@ -3,6 +3,7 @@
 //! WebAssembly, read with sonic-rs instead of serde_json; coercion rules in
 //! `fluss_row_codec::json`): to encoded rows ([`JsonMapping`]) or, on the
 //! lean path, straight to Arrow columns ([`ColumnMapping`]).
+#![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 
 use fluss_row_codec::json::{self, JsonMapper};
 use fluss_row_codec::{DEFAULT_TABLE, RowKind, RowsBuilder};

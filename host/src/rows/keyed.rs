@@ -4,6 +4,7 @@
 //! words of [`crate::rows::check`]), instead of JSON → encoded rows →
 //! decoded, checked, grouped → converted. Metadata columns are filled from
 //! the message as the row is made.
+#![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 
 use fluss::row::GenericRow;
 use fluss_row_codec::{Cell, DEFAULT_TABLE, RowKind, RowSink};

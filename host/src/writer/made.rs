@@ -4,6 +4,7 @@
 //! back to send them with the next ones, but only while those next ones
 //! are already made: it never holds rows while it waits for a chunk, so a
 //! slow chunk never keeps the rows before it from Fluss.
+#![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 
 /// Chunks in message order that can tell whether the next one is made.
 pub trait MadeChunks: Iterator {

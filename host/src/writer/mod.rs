@@ -53,7 +53,12 @@ use tables::Table;
 
 pub(crate) use dead_letter::{check_dead_letter_table, dead_letter_schema};
 pub use error::{ClientError, WriteError};
-pub use made::{AllMade, MadeChunks};
+// Chunk-level types: public only under `test-support` (`crate::test_support`).
+#[cfg(feature = "test-support")]
+pub use made::AllMade;
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
+pub use made::MadeChunks;
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 pub use premade::{ChunkFinisher, TransformedChunk};
 pub use settings::WriterSettings;
 #[cfg(any(test, feature = "test-support"))]

@@ -10,6 +10,7 @@
 //! texts. The writer resolves every table a finished chunk names as it
 //! would the rows' own (`allowed_tables`, the tables-per-batch cap) and
 //! takes its columns only when each is the very table they were made for.
+#![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 
 use std::collections::HashMap;
 use std::sync::Arc;
