@@ -222,11 +222,9 @@ impl LeanStream<'_> {
             ],
             ..ColumnOutput::default()
         });
-        let mut kinds = self.kinds[messages.clone()].to_vec();
-        mark_misfits(&mut kinds, &self.output.outcomes[messages], &columns.outcomes);
         Some(Ok(LeanChunk {
             columns,
-            kinds,
+            kinds: self.kinds[messages].to_vec(),
             tables: self.tables.clone(),
         }))
     }
@@ -255,8 +253,7 @@ impl LeanStream<'_> {
         }
         let indexes = self.output.rows.table_indexes(names);
         self.name_new_tables();
-        let made = self.take_made(columns.clone().routed_to(&indexes), &chunk.rows.outcomes);
-        Ok(Some(made))
+        Ok(Some(self.take_made(columns.clone().routed_to(&indexes))))
     }
 
     /// Resolves each of `names` (tables a chunk's rows name) not resolved
@@ -294,16 +291,13 @@ impl LeanStream<'_> {
 
     /// Takes `columns`, a chunk's rows made into their tables' columns
     /// where they were made, as they are.
-    /// `made` is what the transform made of each of the chunk's messages.
-    fn take_made(&mut self, columns: ColumnOutput, made: &[MessageOutcome]) -> LeanChunk {
+    fn take_made(&mut self, columns: ColumnOutput) -> LeanChunk {
         // Their messages counted, their rows not copied: the messages after
         // them keep their place in the batch.
         self.output.outcomes.extend_from_slice(&columns.outcomes);
         self.kinds.resize(self.output.outcomes.len(), self.stage);
-        let mut kinds = vec![self.stage; columns.outcomes.len()];
-        mark_misfits(&mut kinds, made, &columns.outcomes);
         LeanChunk {
-            kinds,
+            kinds: vec![self.stage; columns.outcomes.len()],
             columns,
             tables: self.tables.clone(),
         }
@@ -359,18 +353,5 @@ impl LeanStream<'_> {
         }
         self.pending = start..end;
         Ok(true)
-    }
-}
-
-/// Sets the kind of each message whose rows the transform made but that
-/// did not fit their table (dead-lettered in `columns`, not in `made`) to
-/// [`DeadLetterKind::Schema`], as every other path that checks a
-/// transform's rows has it; the transform's own dead letters keep the
-/// stage's kind.
-fn mark_misfits(kinds: &mut [DeadLetterKind], made: &[MessageOutcome], columns: &[MessageOutcome]) {
-    for ((kind, made), column) in kinds.iter_mut().zip(made).zip(columns) {
-        if matches!(column, MessageOutcome::DeadLetter(_)) && !matches!(made, MessageOutcome::DeadLetter(_)) {
-            *kind = DeadLetterKind::Schema;
-        }
     }
 }
