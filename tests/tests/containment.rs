@@ -169,11 +169,23 @@ fn too_many_rows_hit_the_row_cap() {
         ..quick()
     };
     let t = evil("none", limits, &[]).unwrap();
+    let calls = |t: &Transform| t.stats().calls.load(Ordering::Relaxed);
+    let faults = |t: &Transform| t.stats().faults.load(Ordering::Relaxed);
     let out = t.process(&text_batch(&["a", "b", "c", "d"])).unwrap();
-    // Bisection finds halves small enough to pass the cap.
+    // The whole batch's 4 rows are over the cap of 3: that call is refused
+    // (a fault), and bisection finds halves small enough to pass it.
     assert_eq!(out.rows.len(), 4);
+    assert!(out.outcomes.iter().all(|o| *o == MessageOutcome::Rows(1)));
+    let (after_cap, faults_at_cap) = (calls(&t), faults(&t));
+    assert!(faults_at_cap >= 1, "the call of 4 rows hit the cap");
+    assert!(
+        after_cap >= 3,
+        "the call of 4, then its halves: {after_cap} calls"
+    );
+    // Within the cap: one call more, no fault more.
     let out = t.process(&text_batch(&["a", "b"])).unwrap();
     assert_eq!(out.rows.len(), 2);
+    assert_eq!((calls(&t), faults(&t)), (after_cap + 1, faults_at_cap));
 }
 
 #[test]

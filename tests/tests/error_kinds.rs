@@ -47,7 +47,10 @@ fn consume_and_read(
     // Sorted: a bucketed table's rows come back bucket by bucket.
     let mut ids: Vec<String> = rows.into_iter().map(|row| row[0].clone()).collect();
     ids.sort();
-    (ids, (letter[3].clone(), letter[KIND].clone(), letter[ERROR].clone()))
+    (
+        ids,
+        (letter[3].clone(), letter[KIND].clone(), letter[ERROR].clone()),
+    )
 }
 
 /// A decimal that rounds past its column's precision (`99.996` in
@@ -111,11 +114,18 @@ fn a_decimal_past_its_precision_is_the_same_dead_letter_on_every_json_path() {
             let names: Vec<String> = (0..3)
                 .filter_map(|key| block(integration_tests::fluss_cluster::lookup_string(&path, key, 1)))
                 .collect();
-            assert_eq!(names, ["a", "c"], "{path_name}: the rows that fit, and not the one that does not");
+            assert_eq!(
+                names,
+                ["a", "c"],
+                "{path_name}: the rows that fit, and not the one that does not"
+            );
             let letters = block(read_log(&dlq, 2, Duration::from_secs(5)));
             assert_eq!(letters.len(), 1, "{path_name}: {letters:?}");
             let l = &letters[0];
-            (vec!["0".into(), "2".into()], (l[3].clone(), l[KIND].clone(), l[ERROR].clone()))
+            (
+                vec!["0".into(), "2".into()],
+                (l[3].clone(), l[KIND].clone(), l[ERROR].clone()),
+            )
         } else {
             consume_and_read(&config, &payloads, &path, &dlq)
         };
@@ -127,7 +137,11 @@ fn a_decimal_past_its_precision_is_the_same_dead_letter_on_every_json_path() {
     assert_eq!(kind, "mapping", "{seen:?}");
     assert!(text.ends_with("99.996 does not fit DECIMAL(4, 2)"), "{seen:?}");
     for (path_name, other_kind, other_text) in &seen[1..] {
-        assert_eq!((other_kind, other_text), (kind, text), "{path_name} against columns: {seen:?}");
+        assert_eq!(
+            (other_kind, other_text),
+            (kind, text),
+            "{path_name} against columns: {seen:?}"
+        );
     }
 }
 
@@ -170,6 +184,9 @@ fn a_transforms_row_that_does_not_fit_is_the_same_dead_letter_on_every_path() {
     }
     let (_, kind, text) = &seen[0];
     assert_eq!(kind, "schema", "{seen:?}");
-    assert_eq!(text, "table TABLE: column `offset` is BIGINT but the row has a STRING value", "{seen:?}");
+    assert_eq!(
+        text, "table TABLE: column `offset` is BIGINT but the row has a STRING value",
+        "{seen:?}"
+    );
     assert_eq!((&seen[1].1, &seen[1].2), (kind, text), "{seen:?}");
 }

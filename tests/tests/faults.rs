@@ -222,7 +222,7 @@ fn hung_during_open(suite: &mut Suite) {
     suite.record("cluster hung (SIGSTOP) during open", took);
     assert_ne!(code, 0, "open against a hung cluster fails");
     assert_prompt("hung during open", took, Duration::from_secs(3));
-    let _ = suite.plugin.close(id);
+    suite.plugin.close_unopened(id);
     let settled = suite.wait_until_answering();
     suite.record("the cluster answering again after the thaw", settled);
     // The servers may take a few more seconds to serve the table (seen: an
@@ -241,7 +241,7 @@ fn hung_during_open(suite: &mut Suite) {
         if code == 0 {
             break id;
         }
-        let _ = suite.plugin.close(id);
+        suite.plugin.close_unopened(id);
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "no open succeeded within 30 s of the thaw: {:?}",
@@ -429,7 +429,7 @@ fn wrong_schema_dead_letter_table(suite: &mut Suite) {
         "{:?}",
         logged(&format!("instance={id}"))
     );
-    let _ = suite.plugin.close(id);
+    suite.plugin.close_unopened(id);
 }
 
 /// A dead letter that cannot be written fails the call, naming the offsets.
@@ -449,7 +449,7 @@ fn unwritable_dead_letter_table(suite: &mut Suite) {
     );
     assert_prompt("unwritable dead letter", took, Duration::from_secs(5));
     assert!(!logged("offsets 0..=10 of app/faults partition 1 may not be in Fluss").is_empty());
-    let _ = suite.plugin.close(id);
+    assert_eq!(suite.plugin.close(id), 0, "an open instance closes");
 }
 
 /// The same key written twice in every batch while the tablet server

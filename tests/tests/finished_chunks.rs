@@ -11,8 +11,8 @@ use std::time::Duration;
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::test_support::{AllMade, TransformedChunk};
 use iggy_connector_fluss_sink::{
-    DeadLetterKind, Deadline, FlussWriter, MessageBatch, MessageOutcome, RowBatch, TablePath, TransformOutput,
-    WriteReport,
+    DeadLetterKind, Deadline, FlussWriter, MessageBatch, MessageOutcome, RowBatch, TablePath,
+    TransformOutput, WriteReport,
 };
 use integration_tests::fluss_cluster::{read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};

@@ -6,9 +6,9 @@ use std::time::Duration;
 use fluss::metadata::TablePath as FlussPath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::test_support::AllMade;
 use iggy_connector_fluss_sink::DeadLetterKind;
 use iggy_connector_fluss_sink::JsonMapping;
+use iggy_connector_fluss_sink::test_support::AllMade;
 use integration_tests::fluss_cluster::{connection, read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};
 
@@ -136,7 +136,11 @@ async fn a_json_type_mismatch_lands_in_the_dead_letter_table() {
     assert_eq!(letters[0][7], "mapping");
     assert_eq!(letters[0][8], "column `id` (BIGINT): \"two\" is not a BIGINT");
     assert_eq!(letters[1][3], "2");
-    assert!(letters[1][8].ends_with("123456789.1 does not fit DECIMAL(10, 2)"), "{}", letters[1][8]);
+    assert!(
+        letters[1][8].ends_with("123456789.1 does not fit DECIMAL(10, 2)"),
+        "{}",
+        letters[1][8]
+    );
     assert_eq!(read_log(&path, 1, Duration::from_secs(10)).await.len(), 1);
 }
 
@@ -410,8 +414,8 @@ async fn a_log_table_with_a_bucket_key_takes_rows_one_by_one_into_every_bucket()
 /// a message that does not map is dead-lettered without holding the rest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lean_path_sends_chunk_after_chunk_and_keeps_their_order() {
-    use iggy_connector_fluss_sink::test_support::ColumnMapping;
     use iggy_connector_fluss_sink::Deadline;
+    use iggy_connector_fluss_sink::test_support::ColumnMapping;
 
     let path = unique_table("lean");
     let w = writer(settings()).await;
@@ -488,8 +492,8 @@ impl<I: Iterator> iggy_connector_fluss_sink::test_support::MadeChunks for Paced<
 /// rows before it from Fluss). Read back batch by batch, every row once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn made_rows_are_sent_together_but_never_held_while_the_next_chunk_is_made() {
-    use iggy_connector_fluss_sink::test_support::ColumnMapping;
     use iggy_connector_fluss_sink::Deadline;
+    use iggy_connector_fluss_sink::test_support::ColumnMapping;
     use integration_tests::fluss_cluster::read_log_batch_sizes;
 
     let w = writer(settings()).await;

@@ -251,7 +251,7 @@ fn leftovers_are_replayed_by_the_next_open(suite: &mut Suite) {
             .any(|(_, m)| m.contains(&dir.display().to_string()) && m.contains("in use")),
         "the refusal names the folder: {refusal:?}"
     );
-    let _ = suite.plugin.close(third);
+    suite.plugin.close_unopened(third);
     suite.wait_drained("leftovers replayed by the next open", &path, 0);
     suite.consume_ok("a new batch after the leftovers", second, &messages(150, 50));
     assert_exactly_once("leftovers", &suite.ids_in(&path, 200), 0..200);
@@ -465,7 +465,7 @@ fn disk_errors_are_never_taken_as_durable(suite: &mut Suite) {
             .any(|(_, m)| m.contains(&read_only.display().to_string()) && m.contains("Read-only")),
         "the error names the folder and why: {said:?}"
     );
-    let _ = suite.plugin.close(id);
+    suite.plugin.close_unopened(id);
 }
 
 #[test]

@@ -1,10 +1,15 @@
 //! The example transforms, built as components, produce the rows they promise.
 
 use iggy_connector_fluss_sink::MessageOutcome;
-use iggy_connector_fluss_sink::{Header, HeaderKind};
+use iggy_connector_fluss_sink::{Header, HeaderKind, MessageBatch, Source};
 use iggy_connector_fluss_sink::{Transform, TransformError, TransformSpec};
 use integration_tests::load_transform as load;
 use integration_tests::{batch_of, component, rows_of, table, text_batch};
+
+/// The evil guest's table: one BIGINT column, each message's offset.
+fn offsets_table() -> iggy_connector_fluss_sink::TableSchema {
+    table("db.evil", &[("offset", "BIGINT", false)], &[])
+}
 
 fn events_table() -> iggy_connector_fluss_sink::TableSchema {
     table(
@@ -203,18 +208,33 @@ fn instances_are_reused_across_batches() {
     );
 }
 
+/// Four calls in flight at once (each thread's first call spins in the
+/// guest long enough for the others to start) run in four instances; the
+/// calls after them reuse those instances, each thread's rows its own.
 #[test]
 fn concurrent_batches_each_get_their_own_instance() {
-    let t = load("json-to-row", &[], &[events_table()]).unwrap();
+    let t = load(
+        "evil",
+        &[("mode", "slow"), ("spin", "200000000")],
+        &[offsets_table()],
+    )
+    .unwrap();
+    let barrier = std::sync::Barrier::new(4);
     std::thread::scope(|s| {
-        for thread in 0..4 {
-            let t = &t;
+        for thread in 0..4u64 {
+            let (t, barrier) = (&t, &barrier);
             s.spawn(move || {
-                for i in 0..20 {
-                    let payload = format!(r#"{{"id":{}}}"#, thread * 100 + i);
-                    let out = t.process(&text_batch(&[&payload, &payload])).unwrap();
-                    assert_eq!(out.rows.len(), 2);
-                    assert_eq!(rows_of(&out)[0].3[0], format!("BigInt({})", thread * 100 + i));
+                barrier.wait();
+                for i in 0..3 {
+                    let offset = thread * 100 + i;
+                    let mut batch = MessageBatch::new(Source {
+                        stream: "app".into(),
+                        topic: "events".into(),
+                        partition: 1,
+                    });
+                    batch.push(offset, 0, 0, b"x", []).unwrap();
+                    let out = t.process(&batch).unwrap();
+                    assert_eq!(rows_of(&out)[0].3[0], format!("BigInt({offset})"));
                 }
             });
         }
@@ -223,7 +243,7 @@ fn concurrent_batches_each_get_their_own_instance() {
         .stats()
         .instances_created
         .load(std::sync::atomic::Ordering::Relaxed);
-    assert!((1..=4).contains(&created), "created {created}");
+    assert_eq!(created, 4, "one instance per call in flight, reused after");
 }
 
 #[test]
