@@ -5,10 +5,10 @@
 #![no_main]
 
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::test_support::{arrow_schema_of, to_record_batch};
-use iggy_connector_fluss_sink::{Column, DataType, TableSchema};
 use iggy_connector_fluss_sink::JsonMapping;
 use iggy_connector_fluss_sink::test_support::ColumnMapping;
+use iggy_connector_fluss_sink::test_support::{arrow_schema_of, to_record_batch};
+use iggy_connector_fluss_sink::{Column, DataType, TableSchema};
 use iggy_connector_fluss_sink::{MessageBatch, Source};
 use libfuzzer_sys::fuzz_target;
 

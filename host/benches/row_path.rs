@@ -16,10 +16,10 @@ mod common;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use fluss_row_codec::RowKind;
 use fluss_row_codec::json::JsonParser;
-use iggy_connector_fluss_sink::TablePath;
-use iggy_connector_fluss_sink::test_support::{arrow_schema_of, to_record_batch};
 use iggy_connector_fluss_sink::JsonMapping;
+use iggy_connector_fluss_sink::TablePath;
 use iggy_connector_fluss_sink::test_support::ColumnMapping;
+use iggy_connector_fluss_sink::test_support::{arrow_schema_of, to_record_batch};
 
 const SIZES: [(&str, usize); 3] = [("110B", 100), ("400B", 400), ("2KB", 2048)];
 const ROWS: usize = 1000;

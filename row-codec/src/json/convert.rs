@@ -390,7 +390,11 @@ mod tests {
             ("99", 2, 0, true),
         ] {
             let checked = check_decimal(text, precision, scale);
-            assert_eq!(checked.is_ok(), fits, "{text:?} at DECIMAL({precision}, {scale}): {checked:?}");
+            assert_eq!(
+                checked.is_ok(),
+                fits,
+                "{text:?} at DECIMAL({precision}, {scale}): {checked:?}"
+            );
             // The host's conversion agrees: what passes here fits the column.
             let host_fits = reference_fits(text, precision, scale);
             assert_eq!(host_fits, fits, "{text:?}: the reference disagrees");
@@ -404,9 +408,17 @@ mod tests {
         let (int, fraction) = unsigned.split_once('.').unwrap_or((unsigned, ""));
         let mut digits: String = int.to_string();
         let scale = usize::from(scale);
-        let kept: String = fraction.chars().chain(std::iter::repeat('0')).take(scale).collect();
+        let kept: String = fraction
+            .chars()
+            .chain(std::iter::repeat('0'))
+            .take(scale)
+            .collect();
         digits.push_str(&kept);
-        let mut value: i128 = if digits.is_empty() { 0 } else { digits.parse().unwrap() };
+        let mut value: i128 = if digits.is_empty() {
+            0
+        } else {
+            digits.parse().unwrap()
+        };
         if fraction.as_bytes().get(scale).is_some_and(|&b| b >= b'5') {
             value += 1;
         }
