@@ -303,9 +303,9 @@ pub async fn newest_auto_partition(path: &TablePath, precreated: usize) -> Strin
 /// of them is the oldest partition of a table auto-partitioned by day
 /// made in the last 24 hours.
 pub fn recent_days() -> [String; 2] {
-    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
-    let yesterday = now.yesterday().expect("a yesterday");
-    [&now, &yesterday].map(|d| format!("{:04}{:02}{:02}", d.year(), d.month(), d.day()))
+    let today = chrono::Utc::now().date_naive();
+    let yesterday = today.pred_opt().expect("a yesterday");
+    [today, yesterday].map(|d| d.format("%Y%m%d").to_string())
 }
 
 /// The names of a partitioned table's partitions, sorted.

@@ -4,8 +4,8 @@
 //! from the sink's cells and from Arrow columns.
 
 use arrow::array::{Array, ArrayRef};
+use chrono::{Datelike, Timelike};
 use fluss_row_codec::Cell;
-use jiff::ToSpan;
 
 use crate::schema::DataType;
 
@@ -65,9 +65,11 @@ pub(super) fn partition_value(cell: Cell<'_>, data_type: DataType) -> Result<Str
         (Cell::Int(v), t) if t.is_integer() => v.to_string(),
         (Cell::BigInt(v), t) if t.is_integer() => v.to_string(),
         (Cell::Date(days), T::Date) => {
-            let date = jiff::civil::date(1970, 1, 1)
-                .checked_add(days.days())
-                .map_err(|e| format!("date out of range: {e}"))?;
+            // 719,163: the days from 0001-01-01 (day 1 of the common era) to 1970-01-01.
+            let date = days
+                .checked_add(719_163)
+                .and_then(chrono::NaiveDate::from_num_days_from_ce_opt)
+                .ok_or_else(|| format!("date out of range: {days} days from 1970-01-01"))?;
             format!("{:04}-{:02}-{:02}", date.year(), date.month(), date.day())
         }
         (Cell::Time(millis), T::Time(_)) => {
@@ -109,8 +111,8 @@ fn float_text(value: f64, text: String) -> String {
 fn timestamp_text(micros: i64) -> Result<String, String> {
     let millis = micros.div_euclid(1_000);
     let nanos_of_milli = micros.rem_euclid(1_000) * 1_000;
-    let at = jiff::Timestamp::from_millisecond(millis).map_err(|e| format!("timestamp out of range: {e}"))?;
-    let t = at.to_zoned(jiff::tz::TimeZone::UTC).datetime();
+    let t = chrono::DateTime::from_timestamp_millis(millis)
+        .ok_or_else(|| format!("timestamp out of range: {millis} ms from 1970-01-01"))?;
     let mut text = format!(
         "{:04}-{:02}-{:02}-{:02}-{:02}-{:02}_",
         t.year(),
@@ -175,6 +177,14 @@ mod tests {
                 "{cell:?} as {data_type}"
             );
         }
+    }
+
+    #[test]
+    fn dates_and_timestamps_past_the_calendar_are_refused() {
+        let date = partition_value(Cell::Date(i32::MAX), DataType::Date).unwrap_err();
+        assert!(date.starts_with("date out of range"), "{date}");
+        let at = partition_value(Cell::Timestamp(i64::MAX), DataType::Timestamp(6)).unwrap_err();
+        assert!(at.starts_with("timestamp out of range"), "{at}");
     }
 
     #[test]
