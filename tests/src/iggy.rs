@@ -147,7 +147,7 @@ fn spawn(name: &str, mut command: Command, dir: &Path) -> Running {
 }
 
 fn post(path: &str, token: Option<&str>, body: Value) -> Result<Value, String> {
-    let mut request = ureq::post(format!("{HTTP}{path}"));
+    let mut request = crate::http().post(format!("{HTTP}{path}"));
     if let Some(token) = token {
         request = request.header("Authorization", format!("Bearer {token}"));
     }

@@ -60,10 +60,23 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The tests' HTTP client: every call bounded (10 s in all), so a server
+/// that accepts and never answers fails the test instead of hanging it.
+pub fn http() -> &'static ureq::Agent {
+    static AGENT: std::sync::OnceLock<ureq::Agent> = std::sync::OnceLock::new();
+    AGENT.get_or_init(|| {
+        ureq::Agent::config_builder()
+            .timeout_global(Some(std::time::Duration::from_secs(10)))
+            .build()
+            .into()
+    })
+}
+
 /// What the plugin's Prometheus endpoint at `address` serves now; `None`
-/// when it does not answer.
+/// when it does not answer (within [`http`]'s bound).
 pub fn metrics_text(address: &str) -> Option<String> {
-    ureq::get(format!("http://{address}/metrics"))
+    http()
+        .get(format!("http://{address}/metrics"))
         .call()
         .ok()?
         .body_mut()
