@@ -162,30 +162,37 @@ fn a_transform_swapped_mid_stream_handles_exactly_the_offsets_the_log_names() {
     );
 }
 
+/// Two instances on one transform file, one with `reload` off: once the
+/// other has swapped in the new file (waited for, not slept on), the one
+/// with reload off still runs the old version.
 #[test]
 fn with_reload_off_a_new_file_is_ignored() {
     let plugin = Plugin::load();
     let work = tempfile::tempdir().unwrap();
     let path = work.path().join("transform.wasm");
     deploy(&component("json-to-row"), &path);
-    let table = unique_table("noreload");
+    let (table, twin_table) = (unique_table("noreload"), unique_table("noreload_twin"));
+    let transform = |reload: bool| {
+        json!({"transform": {"path": path, "cache_dir": test_cache_dir(), "reload": reload,
+                             "reload_check_interval": "100ms"}})
+    };
     let id = next_id();
-    plugin.open_ok(
-        id,
-        &config(
-            &table,
-            json!({
-            "transform": {"path": path, "cache_dir": test_cache_dir(), "reload": false,
-                          "reload_check_interval": "100ms"}
-            }),
-        ),
-    );
+    plugin.open_ok(id, &config(&table, transform(false)));
     wait_for_log(id, "hot reload is off");
+    let twin = next_id();
+    plugin.open_ok(twin, &config(&twin_table, transform(true)));
     // noop filters every message: had it been swapped in, nothing would land
     // (seen: with `reload: true` here, 0 of 50 rows).
     deploy(&component("noop"), &path);
-    // Ten check intervals: with reload on, the swap would be done by now.
-    std::thread::sleep(Duration::from_secs(1));
+    let noop = version(&path);
+    wait_for_log(twin, &format!("transform reloaded: version {noop}"));
+    assert_eq!(plugin.close(twin), 0);
+    assert!(
+        logged("transform reloaded")
+            .iter()
+            .all(|(_, line)| !line.split_whitespace().any(|w| w == format!("instance={id}"))),
+        "the instance with reload off never reloaded"
+    );
     assert_eq!(plugin.consume(id, "app", "events", JSON, &messages(0, 50)), 0);
     assert_eq!(plugin.close(id), 0);
     // Read past the count: each of the 50 rows once, none filtered.
