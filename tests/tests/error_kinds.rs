@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use fluss::metadata::DataTypes;
 use iggy_connector_fluss_sink::TablePath;
-use integration_tests::fluss_cluster::{block, bootstrap, create_bucketed_log_table, read_log, unique_table};
+use integration_tests::fluss_cluster::{
+    block, bootstrap, create_bucketed_log_table, lookup_string, read_log, unique_table,
+};
 use integration_tests::plugin::{Plugin, TestMessage, log_config};
 use integration_tests::{component, test_cache_dir};
 use serde_json::json;
@@ -22,15 +24,9 @@ use serde_json::json;
 const KIND: usize = 7;
 const ERROR: usize = 8;
 
-/// Consumes `payloads` (offsets 0..) with `config`, then reads the table
-/// `path` past the rows expected and the dead-letter table `dlq` past its
-/// one letter: the rows' first cells and the letter's (offset, kind, text).
-fn consume_and_read(
-    config: &serde_json::Value,
-    payloads: &[&str],
-    path: &TablePath,
-    dlq: &TablePath,
-) -> (Vec<String>, (String, String, String)) {
+/// Opens an instance of `config`, consumes `payloads` (offsets 0..) and
+/// closes it.
+fn consume(config: &serde_json::Value, payloads: &[&str]) {
     let plugin = Plugin::load();
     let id = plugin.open_new(config);
     let messages: Vec<TestMessage> = payloads
@@ -40,17 +36,31 @@ fn consume_and_read(
         .collect();
     plugin.consume_json_ok(id, "events", &messages);
     assert_eq!(plugin.close(id), 0);
-    let rows = block(read_log(path, payloads.len(), Duration::from_secs(5)));
+}
+
+/// The one letter of the dead-letter table `dlq`, read past it: its
+/// offset, kind and text.
+fn only_letter(dlq: &TablePath) -> (String, String, String) {
     let letters = block(read_log(dlq, 2, Duration::from_secs(5)));
     assert_eq!(letters.len(), 1, "one dead letter, once: {letters:?}");
     let letter = &letters[0];
-    // Sorted: a bucketed table's rows come back bucket by bucket.
+    (letter[3].clone(), letter[KIND].clone(), letter[ERROR].clone())
+}
+
+/// [`consume`], then the log table `path`'s first cells (sorted: a
+/// bucketed table's rows come back bucket by bucket), read past the rows
+/// expected, and [`only_letter`].
+fn consume_and_read(
+    config: &serde_json::Value,
+    payloads: &[&str],
+    path: &TablePath,
+    dlq: &TablePath,
+) -> (Vec<String>, (String, String, String)) {
+    consume(config, payloads);
+    let rows = block(read_log(path, payloads.len(), Duration::from_secs(5)));
     let mut ids: Vec<String> = rows.into_iter().map(|row| row[0].clone()).collect();
     ids.sort();
-    (
-        ids,
-        (letter[3].clone(), letter[KIND].clone(), letter[ERROR].clone()),
-    )
+    (ids, only_letter(dlq))
 }
 
 /// A decimal that rounds past its column's precision (`99.996` in
@@ -102,30 +112,16 @@ fn a_decimal_past_its_precision_is_the_same_dead_letter_on_every_json_path() {
         let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
         let (ids, letter) = if path_name == "primary_key" {
             // A primary-key table is read by key, not as a log.
-            let plugin = Plugin::load();
-            let id = plugin.open_new(&config);
-            let messages: Vec<TestMessage> = payloads
-                .iter()
-                .enumerate()
-                .map(|(i, p)| TestMessage::text(i as u64, p))
-                .collect();
-            plugin.consume_json_ok(id, "events", &messages);
-            assert_eq!(plugin.close(id), 0);
+            consume(&config, &payloads);
             let names: Vec<String> = (0..3)
-                .filter_map(|key| block(integration_tests::fluss_cluster::lookup_string(&path, key, 1)))
+                .filter_map(|key| block(lookup_string(&path, key, 1)))
                 .collect();
             assert_eq!(
                 names,
                 ["a", "c"],
                 "{path_name}: the rows that fit, and not the one that does not"
             );
-            let letters = block(read_log(&dlq, 2, Duration::from_secs(5)));
-            assert_eq!(letters.len(), 1, "{path_name}: {letters:?}");
-            let l = &letters[0];
-            (
-                vec!["0".into(), "2".into()],
-                (l[3].clone(), l[KIND].clone(), l[ERROR].clone()),
-            )
+            (vec!["0".into(), "2".into()], only_letter(&dlq))
         } else {
             consume_and_read(&config, &payloads, &path, &dlq)
         };
