@@ -216,20 +216,10 @@ impl Plugin {
 
     /// `iggy_sink_close(id)` for an id with no open instance (its open
     /// failed, or it was closed already), as the runtime calls it: the
-    /// plugin refuses it (`-1`), says so for that id, and nothing else.
+    /// plugin refuses it with `-1`, and nothing else happens. (Its log line
+    /// reaches a callback only while some instance has one registered.)
     pub fn close_unopened(&self, id: u32) {
-        let refusal = format!("close refused: no open instance {id}");
-        let refusals = || -> Vec<String> {
-            logged(&refusal)
-                .into_iter()
-                .filter(|(_, m)| *m == refusal || m.starts_with(&format!("{refusal} ")))
-                .map(|(_, m)| m)
-                .collect()
-        };
-        let before = refusals().len();
         assert_eq!(self.close(id), -1, "close of {id}, which has no open instance");
-        let said = refusals();
-        assert_eq!(said.len(), before + 1, "one refusal logged for {id}: {said:?}");
     }
 
     /// `iggy_sink_version()`.
