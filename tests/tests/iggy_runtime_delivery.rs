@@ -72,14 +72,27 @@ fn a_runtime_stopped_mid_stream_loses_at_most_one_poll_and_repeats_nothing() {
         let mut runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
         wait_for_table(&table);
         assert_eq!(order_counts(&bootstrap(), &table, 2_000).len(), 2_000);
-        let stopped = std::thread::scope(|scope| {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let produced = AtomicU64::new(2_000);
+        let (stopped, producing_at_stop, landed_at_stop) = std::thread::scope(|scope| {
+            // 200 messages every 50 ms: the stream lasts about 4.5 s, so a
+            // stop a third of the way in falls inside it (with a quicker
+            // producer every message had landed before the stop).
             let producer = scope.spawn(|| {
                 for from in (2_000..TOTAL).step_by(200) {
                     server.produce_orders(from, from + 200);
-                    std::thread::sleep(Duration::from_millis(5));
+                    produced.store(from + 200, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(50));
                 }
             });
-            std::thread::sleep(Duration::from_millis(300));
+            let waiting = std::time::Instant::now();
+            while produced.load(Ordering::SeqCst) < 8_000 {
+                assert!(
+                    waiting.elapsed() < Duration::from_secs(60),
+                    "the producer stalled"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let stopped = match stop {
                 Stop::Graceful => runtime.terminate(Duration::from_secs(30)),
                 Stop::Crash => {
@@ -87,12 +100,25 @@ fn a_runtime_stopped_mid_stream_loses_at_most_one_poll_and_repeats_nothing() {
                     true
                 }
             };
-            std::thread::sleep(Duration::from_millis(500));
+            let producing = produced.load(Ordering::SeqCst) < TOTAL;
+            // What had landed by the stop (read until the table is quiet).
+            let landed = id_counts(&bootstrap(), &table, TOTAL as usize, Duration::from_secs(2)).len();
+            eprintln!("{stop:?}: {landed} rows landed by the stop");
             runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
             producer.join().unwrap();
-            stopped
+            (stopped, producing, landed)
         });
         assert!(stopped, "the runtime stopped within 30 s of SIGTERM");
+        // The stop fell mid-stream: messages were still being produced and
+        // most had not landed yet.
+        assert!(
+            producing_at_stop,
+            "{stop:?}: the producer had finished before the stop"
+        );
+        assert!(
+            (2_001..TOTAL as usize).contains(&landed_at_stop),
+            "{stop:?}: the sink was writing the live stream, and not all of it, at the stop ({landed_at_stop})"
+        );
         let counts = order_counts(&bootstrap(), &table, TOTAL as usize);
         let (missing, repeated) = missing_and_repeated(TOTAL, &counts);
         eprintln!(
