@@ -13,6 +13,7 @@ use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::{id_counts, missing_and_repeated, unique_table};
 use integration_tests::iggy::{Connector, Server, binaries_present, start_runtime, wait_for_table_at};
 use integration_tests::local_cluster::LocalCluster;
+use integration_tests::{free_port, scrape_sum};
 
 /// The server's ports are fixed: one test at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -272,69 +273,102 @@ fn a_runtime_killed_while_spooling_replays_its_spool_at_the_next_start() {
     );
 }
 
-/// The runtime SIGKILLed five times mid-stream while Fluss is healthy, in
-/// `mode`; (lost, repeated) ids of `total`.
-fn killed_five_times(mode: &str, total: u64) -> (Vec<i64>, Vec<i64>, usize) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let bootstrap = integration_tests::fluss_cluster::bootstrap();
+/// One SIGKILL of the runtime inside a `consume`, in `mode`, on `cluster`:
+/// its tablet server is stopped, a poll of 200 orders arrives (the runtime
+/// commits a poll's offsets when it polls, before it calls `consume`), and
+/// the runtime is killed once the plugin holds that poll in a consume (the
+/// `messages_in_flight` gauge; with `always`, once its record is on disk
+/// too, which is the window that mode protects). Then the tablet server
+/// and the runtime start again and 200 more orders come. Gives the
+/// (missing, repeated) ids of the 600, read past the count.
+fn killed_inside_a_consume(cluster: &LocalCluster, mode: &str) -> (Vec<i64>, Vec<i64>) {
+    let bootstrap = cluster.bootstrap();
     let work = tempfile::tempdir().unwrap();
     let spool = work.path().join("spool");
     let server = Server::start(work.path(), 1);
-    let table = unique_table("runtime_spool_kills");
+    let table = unique_table("runtime_kill_in_consume");
+    let metrics = format!("127.0.0.1:{}", free_port());
     let config = format!(
-        "{}\nspool_mode = \"{mode}\"",
+        "{}\nspool_mode = \"{mode}\"\nmetrics_address = \"{metrics}\"",
+        // Long enough that the consume is still waiting when it is killed.
         orders_config(&bootstrap, &table, &spool)
-            .replace("delivery_timeout = \"1s\"", "delivery_timeout = \"10s\"")
+            .replace("delivery_timeout = \"1s\"", "delivery_timeout = \"60s\"")
     );
     let mut connector = Connector::new(config);
     connector.batch_length = 200;
     let mut runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
     server.produce_orders(0, 200);
     wait_for_table_at(&bootstrap, &table);
-    std::thread::scope(|scope| {
-        let producer = scope.spawn(|| {
-            for from in (200..total).step_by(200) {
-                server.produce_orders(from, from + 200);
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        for _ in 0..5 {
-            std::thread::sleep(Duration::from_millis(1500));
-            runtime.kill();
-            runtime = start_runtime(&server, work.path(), "runtime", &connector, &[]);
+    assert_eq!(
+        id_counts(&bootstrap, &table, 200, Duration::from_secs(30)).len(),
+        200
+    );
+
+    cluster.script(&["kill-tablet", "TERM", "0"]);
+    server.produce_orders(200, 400);
+    let started = Instant::now();
+    loop {
+        let in_flight = scrape_sum(&metrics, "fluss_sink_messages_in_flight").unwrap_or(0.0) >= 1.0;
+        let journaled = mode != "always" || spool_size(&spool).1 >= 1;
+        if in_flight && journaled {
+            break;
         }
-        producer.join().unwrap();
-    });
-    let counts = id_counts(&bootstrap, &table, total as usize, Duration::from_secs(120));
-    let (missing, repeated) = missing_and_repeated(total, &counts);
-    (missing, repeated, connector.batch_length)
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{mode}: no consume in flight (journaled: {journaled}) within 30 s of the poll"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    runtime.kill();
+    cluster.script(&["start-tablet", "0"]);
+    let _again = start_runtime(&server, work.path(), "runtime", &connector, &[]);
+    server.produce_orders(400, 600);
+    // What `mode` should land (every order, or all but the poll in flight),
+    // then a read past it.
+    let landing = if mode == "always" { 600 } else { 400 };
+    id_counts(&bootstrap, &table, landing, Duration::from_secs(120));
+    let counts = id_counts(&bootstrap, &table, 601, Duration::from_secs(5));
+    missing_and_repeated(600, &counts)
 }
 
-/// `always` against `on_failure`, the runtime SIGKILLed five times while
-/// Fluss is healthy: each may lose only what the runtime committed and had
-/// not handed over (at most one poll a kill); `always` may repeat a batch
-/// Fluss took whose record was not yet deleted.
+/// `always` against `on_failure`, the runtime SIGKILLed while a poll it has
+/// committed is inside a consume (Fluss away, so the consume waits):
+/// `always` had journaled the poll when it was handed over and replays it
+/// at the next start, so nothing is lost, and at most that batch repeats;
+/// `on_failure` loses exactly that poll (nothing reached Fluss, nothing
+/// was on disk) and repeats nothing.
 #[test]
-fn always_mode_against_on_failure_under_five_kills() {
-    if !binaries_present("always_mode_against_on_failure_under_five_kills") {
+fn always_mode_against_on_failure_with_a_kill_inside_a_consume() {
+    if !binaries_present("always_mode_against_on_failure_with_a_kill_inside_a_consume") {
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = LocalCluster::start("runtime", 1);
     for mode in ["on_failure", "always"] {
-        let (missing, repeated, batch_length) = killed_five_times(mode, 12_000);
-        let runs = missing.windows(2).filter(|w| w[1] != w[0] + 1).count() + usize::from(!missing.is_empty());
+        let (missing, repeated) = killed_inside_a_consume(&cluster, mode);
         eprintln!(
-            "spool.mode = {mode}, 5 SIGKILLs: {} of 12000 lost in {runs} run(s) ({:?}..={:?}), {} repeated",
+            "spool.mode = {mode}, a SIGKILL inside a consume: {} of 600 lost ({:?}..={:?}), {} repeated",
             missing.len(),
             missing.first(),
             missing.last(),
             repeated.len()
         );
-        assert!(
-            runs <= 5 && missing.len() <= 5 * batch_length,
-            "{mode}: at most one poll a kill may be lost: {missing:?}"
-        );
-        if mode == "on_failure" {
-            assert!(repeated.is_empty(), "on_failure repeats nothing: {repeated:?}");
+        match mode {
+            "always" => {
+                assert!(missing.is_empty(), "always loses nothing: {missing:?}");
+                assert!(
+                    repeated.iter().all(|id| (200..400).contains(id)),
+                    "always repeats at most the batch in flight: {repeated:?}"
+                );
+            }
+            _ => {
+                assert!(repeated.is_empty(), "on_failure repeats nothing: {repeated:?}");
+                let consecutive = missing.windows(2).all(|w| w[1] == w[0] + 1);
+                assert!(
+                    !missing.is_empty() && consecutive && missing.iter().all(|id| (200..400).contains(id)),
+                    "on_failure loses the poll in flight, and only it: {missing:?}"
+                );
+            }
         }
     }
 }
