@@ -292,17 +292,13 @@ fn a_scraper_that_connects_and_says_nothing_blocks_no_other_scrape() {
     let _silent: Vec<std::net::TcpStream> = (0..8)
         .map(|_| std::net::TcpStream::connect(METRICS.as_str()).unwrap())
         .collect();
-    let started = Instant::now();
+    // Answered within the tests' HTTP bound (`integration_tests::http`): a
+    // server that served the silent connections first would not answer.
     assert_eq!(
         scrape(&format!(
             "fluss_sink_messages_received_total{{instance=\"{id}\"}}"
         )),
         Some(0.0)
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "took {:?}",
-        started.elapsed()
     );
     assert_eq!(plugin.close(id), 0);
 }
