@@ -200,9 +200,13 @@ fn reset_between_request_and_response(suite: &mut Suite) {
     suite.proxy.heal();
     suite.record("connection reset between request and response", took);
     assert_eq!(suite.proxy.resets(), resets + 1, "the fault reset one connection");
+    // The append itself reached the server: 100 rows of 20 random
+    // alphanumeric characters take 1,500 bytes however compressed (6 bits
+    // a character), far past any other request of the client's.
+    let sent = suite.proxy.forwarded(Direction::ToServer) - sent_before;
     assert!(
-        suite.proxy.forwarded(Direction::ToServer) > sent_before,
-        "the request reached the server before the reset"
+        sent >= 1_500,
+        "the append reached the server before the reset ({sent} bytes toward it)"
     );
     assert!(
         suite.proxy.connections() > connections,
@@ -217,6 +221,36 @@ fn reset_between_request_and_response(suite: &mut Suite) {
     );
     let ids = suite.ids_in(&path, 110);
     assert_accounting("reset between request and response", &ids, &[(0..110, Once)]);
+    assert_eq!(suite.plugin.close(id), 0);
+}
+
+/// The connection is reset (RST) while the append is on its way to the
+/// tablet server (on its first bytes): the client connects again and sends
+/// the batch whole; it lands exactly once.
+fn reset_while_the_request_is_sent(suite: &mut Suite) {
+    let path = unique_table("reset_up");
+    let id = suite.plugin.open_new(&suite.config(&path));
+    assert_eq!(suite.consume(id, &messages(0, 10, 20)).0, 0, "the warm-up batch");
+
+    let (resets, connections) = (suite.proxy.resets(), suite.proxy.connections());
+    suite.proxy.set(Direction::ToServer, Fault::ResetOnce);
+    let (code, took) = suite.consume(id, &messages(10, 100, 20));
+    suite.proxy.heal();
+    suite.record("connection reset while the request is sent", took);
+    assert_eq!(suite.proxy.resets(), resets + 1, "the fault reset one connection");
+    assert!(
+        suite.proxy.connections() > connections,
+        "the client connected again after the reset"
+    );
+    assert_prompt("reset while the request is sent", took, DEADLINE);
+    assert_eq!(
+        code,
+        0,
+        "the batch is sent again and acknowledged: {:?}",
+        logged(&format!("instance={id}"))
+    );
+    let ids = suite.ids_in(&path, 110);
+    assert_accounting("reset while the request is sent", &ids, &[(0..110, Once)]);
     assert_eq!(suite.plugin.close(id), 0);
 }
 
@@ -382,6 +416,7 @@ fn every_promise_holds_when_the_network_misbehaves() {
     tablet_hangs_while_the_coordinator_answers(&mut suite);
     stall_in_the_middle_of_a_large_append(&mut suite);
     reset_between_request_and_response(&mut suite);
+    reset_while_the_request_is_sent(&mut suite);
     slow_network(&mut suite);
     close_while_the_tablet_hangs(&mut suite);
     close_during_a_consume_waits_for_it(&mut suite);

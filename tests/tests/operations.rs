@@ -196,7 +196,7 @@ fn with_reload_off_a_new_file_is_ignored() {
     assert_eq!(plugin.consume(id, "app", "events", JSON, &messages(0, 50)), 0);
     assert_eq!(plugin.close(id), 0);
     // Read past the count: each of the 50 rows once, none filtered.
-    let ids: Vec<String> = block(read_log(&table, 51, Duration::from_secs(10)))
+    let ids: Vec<String> = block(read_log(&table, 50, Duration::from_secs(30)))
         .into_iter()
         .map(|row| row[0].clone())
         .collect();
@@ -242,8 +242,8 @@ fn metrics_scraped_during_and_after_a_stream_match_fluss_and_the_dead_letter_tab
     assert_eq!(plugin.consume(id, "app", "events", JSON, &[]), 0, "an empty poll");
 
     // Read past the counts: each row and each letter once, by identity.
-    let rows = block(read_log(&table, 271, Duration::from_secs(30)));
-    let letters = block(read_log(&dlq, 31, Duration::from_secs(10)));
+    let rows = block(read_log(&table, 270, Duration::from_secs(30)));
+    let letters = block(read_log(&dlq, 30, Duration::from_secs(30)));
     let ids: Vec<String> = rows.iter().map(|row| row[0].clone()).collect();
     let letter_offsets: Vec<String> = letters.iter().map(|letter| letter[3].clone()).collect();
     let (bad, good): (Vec<u64>, Vec<u64>) = (0..300).partition(|i| i % 10 == 7);

@@ -453,7 +453,7 @@ fn garbage_buffers_are_refused_and_the_instance_keeps_working() {
     assert_eq!(refused, cases.len(), "one refusal logged per bad call");
     assert_eq!(plugin.consume_raw(id, &topic, &meta, &good), 0);
     // Read past the count: the good call's rows once each.
-    let ids: Vec<String> = block(read_log(&path, 4, Duration::from_secs(10)))
+    let ids: Vec<String> = block(read_log(&path, 3, Duration::from_secs(30)))
         .into_iter()
         .map(|row| row[0].clone())
         .collect();
@@ -481,8 +481,8 @@ fn two_instances_run_side_by_side_and_a_duplicate_open_harms_neither() {
     assert_eq!(plugin.consume(id_a, "app", "a", JSON, &json_messages(0, 10)), 0);
     assert_eq!(plugin.consume(id_b, "app", "b", JSON, &json_messages(100, 5)), 0);
     // Read past the counts: each table's own rows, once each.
-    let rows_a = block(read_log(&a, 11, Duration::from_secs(30)));
-    let rows_b = block(read_log(&b, 6, Duration::from_secs(10)));
+    let rows_a = block(read_log(&a, 10, Duration::from_secs(30)));
+    let rows_b = block(read_log(&b, 5, Duration::from_secs(30)));
     assert_eq!(
         rows_a.iter().map(|r| r[0].clone()).collect::<Vec<_>>(),
         (0..10).map(|i| i.to_string()).collect::<Vec<_>>(),
