@@ -37,7 +37,7 @@ echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 
 echo "== cargo clippy on the fuzz targets (their own workspace, checked with the main build's folder)"
-(cd fuzz && CARGO_TARGET_DIR="$PWD/../target" cargo clippy --all-targets --locked -- -D warnings)
+(cd fuzz && CARGO_TARGET_DIR="$PWD/../target" cargo clippy --all-targets -- -D warnings)
 
 echo "== build the transforms (installs the wasm guest toolchain if missing)"
 cargo xtask build-transforms
