@@ -1,6 +1,12 @@
 //! Decoding of the three postcard buffers the connectors runtime hands to
 //! `iggy_sink_consume` (layout in `docs/runtime-contract.md`),
 //! written from the byte layout, without the runtime's crates.
+//!
+//! Hand-written rather than `postcard` with serde derives: the row_path
+//! bench (`runtime_buffers_*`, figures in `docs/benchmarks.md`) measures
+//! both into the same batch, and this reader is as fast or faster at every
+//! size; it also names the byte where a buffer goes wrong and what was
+//! expected there, which postcard's errors do not.
 
 // Public (through `test_support`) for the fuzz targets only.
 #![cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
