@@ -65,10 +65,8 @@ pub(super) fn partition_value(cell: Cell<'_>, data_type: DataType) -> Result<Str
         (Cell::Int(v), t) if t.is_integer() => v.to_string(),
         (Cell::BigInt(v), t) if t.is_integer() => v.to_string(),
         (Cell::Date(days), T::Date) => {
-            // 719,163: the days from 0001-01-01 (day 1 of the common era) to 1970-01-01.
-            let date = days
-                .checked_add(719_163)
-                .and_then(chrono::NaiveDate::from_num_days_from_ce_opt)
+            let date = chrono::DateTime::from_timestamp(i64::from(days) * 86_400, 0)
+                .map(|midnight| midnight.date_naive())
                 .ok_or_else(|| format!("date out of range: {days} days from 1970-01-01"))?;
             format!("{:04}-{:02}-{:02}", date.year(), date.month(), date.day())
         }
