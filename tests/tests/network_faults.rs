@@ -184,73 +184,50 @@ fn stall_in_the_middle_of_a_large_append(suite: &mut Suite) {
     assert_eq!(suite.plugin.close(id), 0);
 }
 
-/// The connection is reset (RST) after the append reached the tablet
-/// server and before its response reached the sink: the client sends the
-/// batch again on a new connection, and Fluss's idempotent writer keeps it
-/// from landing twice.
-fn reset_between_request_and_response(suite: &mut Suite) {
+/// The connection is reset (RST) once, on the next byte going `direction`:
+/// toward the client, after the append reached the tablet server and before
+/// its response reached the sink; toward the server, while the append is on
+/// its way. Either way the client connects again and sends the batch whole,
+/// and Fluss's idempotent writer keeps it from landing twice.
+fn connection_reset_once(suite: &mut Suite, direction: Direction, case: &'static str) {
     let path = unique_table("reset");
     let id = suite.plugin.open_new(&suite.config(&path));
     assert_eq!(suite.consume(id, &messages(0, 10, 20)).0, 0, "the warm-up batch");
 
     let (resets, connections) = (suite.proxy.resets(), suite.proxy.connections());
     let sent_before = suite.proxy.forwarded(Direction::ToServer);
-    suite.proxy.set(Direction::ToClient, Fault::ResetOnce);
+    suite.proxy.set(direction, Fault::ResetOnce);
     let (code, took) = suite.consume(id, &messages(10, 100, 20));
     suite.proxy.heal();
-    suite.record("connection reset between request and response", took);
-    assert_eq!(suite.proxy.resets(), resets + 1, "the fault reset one connection");
-    // The append itself reached the server: 100 rows of 20 random
-    // alphanumeric characters take 1,500 bytes however compressed (6 bits
-    // a character), far past any other request of the client's.
-    let sent = suite.proxy.forwarded(Direction::ToServer) - sent_before;
-    assert!(
-        sent >= 1_500,
-        "the append reached the server before the reset ({sent} bytes toward it)"
+    suite.record(case, took);
+    assert_eq!(
+        suite.proxy.resets(),
+        resets + 1,
+        "{case}: the fault reset one connection"
     );
+    if direction == Direction::ToClient {
+        // The append itself reached the server: 100 rows of 20 random
+        // alphanumeric characters take 1,500 bytes however compressed (6
+        // bits a character), far past any other request of the client's.
+        let sent = suite.proxy.forwarded(Direction::ToServer) - sent_before;
+        assert!(
+            sent >= 1_500,
+            "the append reached the server before the reset ({sent} bytes toward it)"
+        );
+    }
     assert!(
         suite.proxy.connections() > connections,
-        "the client connected again after the reset"
+        "{case}: the client connected again after the reset"
     );
-    assert_prompt("reset between request and response", took, DEADLINE);
+    assert_prompt(case, took, DEADLINE);
     assert_eq!(
         code,
         0,
-        "the batch is sent again and acknowledged: {:?}",
+        "{case}: the batch is sent again and acknowledged: {:?}",
         logged(&format!("instance={id}"))
     );
     let ids = suite.ids_in(&path, 110);
-    assert_accounting("reset between request and response", &ids, &[(0..110, Once)]);
-    assert_eq!(suite.plugin.close(id), 0);
-}
-
-/// The connection is reset (RST) while the append is on its way to the
-/// tablet server (on its first bytes): the client connects again and sends
-/// the batch whole; it lands exactly once.
-fn reset_while_the_request_is_sent(suite: &mut Suite) {
-    let path = unique_table("reset_up");
-    let id = suite.plugin.open_new(&suite.config(&path));
-    assert_eq!(suite.consume(id, &messages(0, 10, 20)).0, 0, "the warm-up batch");
-
-    let (resets, connections) = (suite.proxy.resets(), suite.proxy.connections());
-    suite.proxy.set(Direction::ToServer, Fault::ResetOnce);
-    let (code, took) = suite.consume(id, &messages(10, 100, 20));
-    suite.proxy.heal();
-    suite.record("connection reset while the request is sent", took);
-    assert_eq!(suite.proxy.resets(), resets + 1, "the fault reset one connection");
-    assert!(
-        suite.proxy.connections() > connections,
-        "the client connected again after the reset"
-    );
-    assert_prompt("reset while the request is sent", took, DEADLINE);
-    assert_eq!(
-        code,
-        0,
-        "the batch is sent again and acknowledged: {:?}",
-        logged(&format!("instance={id}"))
-    );
-    let ids = suite.ids_in(&path, 110);
-    assert_accounting("reset while the request is sent", &ids, &[(0..110, Once)]);
+    assert_accounting(case, &ids, &[(0..110, Once)]);
     assert_eq!(suite.plugin.close(id), 0);
 }
 
@@ -415,8 +392,16 @@ fn every_promise_holds_when_the_network_misbehaves() {
     };
     tablet_hangs_while_the_coordinator_answers(&mut suite);
     stall_in_the_middle_of_a_large_append(&mut suite);
-    reset_between_request_and_response(&mut suite);
-    reset_while_the_request_is_sent(&mut suite);
+    connection_reset_once(
+        &mut suite,
+        Direction::ToClient,
+        "connection reset between request and response",
+    );
+    connection_reset_once(
+        &mut suite,
+        Direction::ToServer,
+        "connection reset while the request is sent",
+    );
     slow_network(&mut suite);
     close_while_the_tablet_hangs(&mut suite);
     close_during_a_consume_waits_for_it(&mut suite);
