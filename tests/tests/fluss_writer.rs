@@ -470,15 +470,17 @@ struct Paced<I> {
     next_is_made: bool,
 }
 
-impl<I: Iterator> Iterator for Paced<I> {
-    type Item = I::Item;
+impl<I> iggy_connector_fluss_sink::test_support::MadeChunks for Paced<I>
+where
+    I: Iterator + Send,
+    I::Item: Send,
+{
+    type Chunk = I::Item;
 
-    fn next(&mut self) -> Option<I::Item> {
+    async fn next_chunk(&mut self) -> Option<I::Item> {
         self.chunks.next()
     }
-}
 
-impl<I: Iterator> iggy_connector_fluss_sink::test_support::MadeChunks for Paced<I> {
     fn next_is_made(&self) -> bool {
         self.next_is_made
     }

@@ -4,8 +4,8 @@
 use super::{ConfigError, SinkConfig, TableType, WriteMode, defaults};
 use crate::schema::TablePath;
 use crate::transform::{Limits, TransformSpec};
+use crate::writer::TablePattern;
 use crate::writer::WriterSettings;
-use crate::writer::routing::TablePattern;
 
 impl SinkConfig {
     /// The parsed `allowed_tables`.

@@ -1,164 +1,205 @@
-//! The lean path's chunks of a batch: the first made on the writer's own
-//! thread, the next ones on the blocking pool meanwhile, as many at once as
-//! there are cores (at most 4), all handed to the writer in message order:
-//! chunk i is sent while chunks i+1… are still being made, and no bucket
-//! sees its rows out of order.
+//! The one scheduler of a batch's chunks: the batch is cut into chunks of
+//! `batch_size` messages, each made by one task on the blocking pool, at
+//! most as many at once as there are cores (at most 4), and taken in
+//! message order as each is made, while the next ones are being made: a
+//! chunk starts whenever a running one ends, in whatever order they end.
+//! Every producer of rows goes through it: the JSON mapping's Arrow
+//! columns and keyed rows, and a transform's rows (see `making`).
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
 
-use tokio::task::JoinHandle;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::{JoinError, JoinHandle};
 
-use super::stage::RowStage;
-use crate::batch::{MessageBatch, PayloadSchema};
+use crate::batch::MessageBatch;
 use crate::rows::MessageOutcome;
 use crate::rows::columns::ColumnOutput;
 use crate::writer::MadeChunks;
 
-/// The chunks of one batch, made ahead, in order.
-pub(super) struct ColumnChunks {
-    stage: Arc<RowStage>,
+/// How a batch's chunk is made: CPU work, on the blocking pool.
+type Make<T> = dyn Fn(&MessageBatch) -> T + Send + Sync;
+
+/// A chunk whose task ended without making it (it panicked).
+#[derive(Debug)]
+pub(super) struct ChunkLost {
+    /// The chunk's messages, by index in the batch.
+    pub messages: Range<usize>,
+    /// How its task ended.
+    pub source: JoinError,
+}
+
+/// The chunks of one batch, made ahead on the blocking pool, taken in order.
+/// A chunk starts as soon as one of the running ones ends (whichever it is)
+/// while its taker waits, so that no core idles behind a slow chunk.
+pub(super) struct ChunkStream<T> {
     batch: Arc<MessageBatch>,
-    schema: PayloadSchema,
+    make: Arc<Make<T>>,
     size: usize,
-    at_once: usize,
+    /// One permit a running chunk, held by its task until it ends.
+    running: Arc<Semaphore>,
     /// The first message of the next chunk to start.
     next: usize,
-    /// Chunks being made, oldest first, with their message counts.
-    running: VecDeque<(usize, JoinHandle<ColumnOutput>)>,
+    /// Whether the first chunk is made by the task that takes it.
+    first_here: bool,
+    /// Chunks started and not taken yet, oldest first.
+    started: VecDeque<(Range<usize>, JoinHandle<T>)>,
     span: tracing::Span,
 }
 
-impl ColumnChunks {
-    /// `batch` (payloads of the runtime's `schema`) in chunks of `size`
-    /// messages, made by `stage` (the lean path's).
+impl<T: Send + 'static> ChunkStream<T> {
+    /// `batch` in chunks of `size` messages, each made by `make`. Nothing
+    /// starts before the first chunk is asked for.
     pub(super) fn new(
-        stage: Arc<RowStage>,
         batch: Arc<MessageBatch>,
-        schema: PayloadSchema,
         size: usize,
+        make: impl Fn(&MessageBatch) -> T + Send + Sync + 'static,
     ) -> Self {
-        let at_once = super::chunks_at_once();
         Self {
-            stage,
             batch,
-            schema,
+            make: Arc::new(make),
             size: size.max(1),
-            at_once,
+            running: Arc::new(Semaphore::new(super::chunks_at_once())),
             next: 0,
-            running: VecDeque::new(),
+            first_here: false,
+            started: VecDeque::new(),
             span: tracing::Span::current(),
         }
     }
 
-    fn start_next(&mut self) {
-        let range = self.next..(self.next + self.size).min(self.batch.len());
-        self.next = range.end;
-        let (stage, batch, schema, span) = (
-            self.stage.clone(),
-            self.batch.clone(),
-            self.schema,
-            self.span.clone(),
-        );
-        let len = range.len();
-        let task = tokio::task::spawn_blocking(move || {
-            span.in_scope(|| {
-                let chunk = batch.slice(range);
-                stage
-                    .column_chunk(schema, &chunk)
-                    .expect("the lean path's stage makes columns")
-            })
-        });
-        self.running.push_back((len, task));
+    /// The first chunk made by the task that asks for it, while the pool
+    /// starts on the next ones: for chunks so quick to make that handing the
+    /// first to the pool and waking the caller again costs more than making
+    /// it (two thread wake-ups against a few hundred small messages mapped).
+    pub(super) fn first_here(mut self) -> Self {
+        self.first_here = true;
+        self
     }
 
-    /// Starts the next chunks until `count` are running or none is left.
-    fn start_until_running(&mut self, count: usize) {
-        while self.running.len() < count && self.next < self.batch.len() {
-            self.start_next();
-        }
+    /// At most `count` chunks made at once (instead of one a core).
+    #[cfg(test)]
+    fn at_most(mut self, count: usize) -> Self {
+        self.running = Arc::new(Semaphore::new(count));
+        self
     }
-}
 
-impl Iterator for ColumnChunks {
-    type Item = ColumnOutput;
-
-    /// The next chunk's columns. Blocks this thread until they are made:
-    /// call it where blocking is allowed (the writer's `block_in_place`).
-    fn next(&mut self) -> Option<ColumnOutput> {
-        if self.next == 0 {
+    /// The next chunk once it is made; `None` at the end. While it waits,
+    /// the next chunks start as running ones end.
+    pub(super) async fn next(&mut self) -> Option<Result<T, ChunkLost>> {
+        if self.first_here && self.next == 0 {
             return self.first();
         }
-        self.start_until_running(self.at_once);
-        let (len, task) = self.running.pop_front()?;
-        let made = tokio::runtime::Handle::current().block_on(task);
-        Some(made.unwrap_or_else(|e| ColumnOutput {
-            outcomes: vec![MessageOutcome::DeadLetter(format!("internal error: making rows: {e}")); len],
-            ..ColumnOutput::default()
-        }))
+        loop {
+            self.start_while_cores_are_free(usize::MAX);
+            let more = self.next < self.batch.len();
+            let (_, front) = self.started.front_mut()?;
+            if more {
+                tokio::select! {
+                    biased;
+                    made = front => return Some(self.taken(made)),
+                    permit = self.running.clone().acquire_owned() => {
+                        self.start(permit.expect("the semaphore is never closed"));
+                    }
+                }
+            } else {
+                let made = front.await;
+                return Some(self.taken(made));
+            }
+        }
     }
-}
 
-impl ColumnChunks {
-    /// The first chunk, made on this thread while the pool starts on the
-    /// next ones: handing it to the pool and waking this thread again
-    /// would cost more than making it (two thread wake-ups, ~80 µs a
-    /// consume on this project's machine, against ~90 µs to make 500
-    /// small messages).
-    fn first(&mut self) -> Option<ColumnOutput> {
+    /// Whether the next chunk (or the end) can be taken without waiting.
+    pub(super) fn next_is_made(&self) -> bool {
+        match self.started.front() {
+            Some((_, task)) => task.is_finished(),
+            None => (self.first_here && self.next == 0) || self.next >= self.batch.len(),
+        }
+    }
+
+    /// The oldest chunk started, now `made`, taken off the queue.
+    fn taken(&mut self, made: Result<T, JoinError>) -> Result<T, ChunkLost> {
+        let (messages, _) = self.started.pop_front().expect("the chunk just awaited");
+        made.map_err(|source| ChunkLost { messages, source })
+    }
+
+    fn first(&mut self) -> Option<Result<T, ChunkLost>> {
         if self.batch.is_empty() {
             return None;
         }
         let first = 0..self.size.min(self.batch.len());
         self.next = first.end;
-        self.start_until_running(self.at_once - 1);
+        // This task makes the first chunk on a core of its own.
+        self.start_while_cores_are_free(self.running.available_permits().saturating_sub(1));
         let made = if first.len() == self.batch.len() {
-            self.stage.column_chunk(self.schema, &self.batch)
+            (self.make)(&self.batch)
         } else {
-            self.stage.column_chunk(self.schema, &self.batch.slice(first))
+            (self.make)(&self.batch.slice(first))
         };
-        Some(made.expect("the lean path's stage makes columns"))
+        Some(Ok(made))
+    }
+
+    /// Starts the next chunks, at most `count`, while a core is free.
+    fn start_while_cores_are_free(&mut self, count: usize) {
+        for _ in 0..count {
+            if self.next >= self.batch.len() {
+                return;
+            }
+            match self.running.clone().try_acquire_owned() {
+                Ok(permit) => self.start(permit),
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Starts the next chunk on the blocking pool, holding `permit` until
+    /// it is made.
+    fn start(&mut self, permit: OwnedSemaphorePermit) {
+        let messages = self.next..(self.next + self.size).min(self.batch.len());
+        self.next = messages.end;
+        let (batch, make, span) = (self.batch.clone(), self.make.clone(), self.span.clone());
+        let range = messages.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let _running = permit;
+            span.in_scope(|| {
+                if range.len() == batch.len() {
+                    make(&batch)
+                } else {
+                    make(&batch.slice(range))
+                }
+            })
+        });
+        self.started.push_back((messages, task));
     }
 }
 
-impl MadeChunks for ColumnChunks {
+/// The JSON mapping's Arrow columns, chunk by chunk: a chunk whose task was
+/// lost dead-letters its messages.
+impl MadeChunks for ChunkStream<ColumnOutput> {
+    type Chunk = ColumnOutput;
+
+    async fn next_chunk(&mut self) -> Option<ColumnOutput> {
+        Some(self.next().await?.unwrap_or_else(|lost| ColumnOutput {
+            outcomes: vec![
+                MessageOutcome::DeadLetter(format!("internal error: making rows: {}", lost.source));
+                lost.messages.len()
+            ],
+            ..ColumnOutput::default()
+        }))
+    }
+
     fn next_is_made(&self) -> bool {
-        match self.running.front() {
-            Some((_, task)) => task.is_finished(),
-            // The first chunk, made on the caller's thread; or the end.
-            None => self.next == 0 || self.next >= self.batch.len(),
-        }
+        ChunkStream::next_is_made(self)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
-
-    use fluss_row_codec::RowKind;
 
     use super::*;
     use crate::batch::Source;
-    use crate::rows::json::{ColumnMapping, JsonMapping};
-    use crate::schema::{Column, DataType, TablePath, TableSchema};
-    use crate::writer::arrow_schema_of;
-
-    fn lean_stage() -> Arc<RowStage> {
-        let schema = TableSchema {
-            path: TablePath::new("db", "t"),
-            columns: vec![Column::new("v", DataType::Int, true)],
-            primary_key: vec![],
-            partition_keys: vec![],
-        };
-        let arrow_schema = arrow_schema_of(&schema).unwrap();
-        let mapping = JsonMapping::new(&schema, RowKind::Append);
-        Arc::new(RowStage::JsonColumns(ColumnMapping::new(
-            mapping,
-            schema,
-            arrow_schema,
-            false,
-        )))
-    }
 
     fn batch(count: usize) -> Arc<MessageBatch> {
         let mut batch = MessageBatch::new(Source::default());
@@ -171,45 +212,147 @@ mod tests {
         Arc::new(batch)
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_chunk_is_made_once_its_task_has_ended_and_the_end_at_once() {
-        let mut chunks = ColumnChunks::new(lean_stage(), batch(7), PayloadSchema::Json, 2);
-        assert!(
-            chunks.next_is_made(),
-            "the first chunk is made on the caller's thread"
-        );
-        assert!(
-            chunks.running.is_empty(),
-            "no chunk started before the first is asked for"
-        );
-        tokio::task::block_in_place(|| {
-            let mut sizes = vec![chunks.next().unwrap().outcomes.len()];
-            assert_eq!(
-                chunks.running.len(),
-                chunks.at_once - 1,
-                "the pool made the next chunks while this thread made the first"
-            );
-            loop {
-                let started = Instant::now();
-                while !chunks.next_is_made() {
-                    assert!(started.elapsed() < Duration::from_secs(10), "never made");
-                    std::thread::yield_now();
-                }
-                match chunks.next() {
-                    Some(chunk) => sizes.push(chunk.outcomes.len()),
-                    None => break,
-                }
-            }
-            assert_eq!(sizes, [2, 2, 2, 1], "every chunk, in order");
-        });
+    /// The offsets of a chunk's messages.
+    fn offsets(chunk: &MessageBatch) -> Vec<u64> {
+        (0..chunk.len()).map(|i| chunk.get(i).offset).collect()
+    }
+
+    async fn wait_until_made<T: Send + 'static>(chunks: &ChunkStream<T>) {
+        let started = Instant::now();
+        while !chunks.next_is_made() {
+            assert!(started.elapsed() < Duration::from_secs(10), "never made");
+            tokio::task::yield_now().await;
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_batch_of_one_chunk_is_made_at_once() {
-        let mut chunks = ColumnChunks::new(lean_stage(), batch(2), PayloadSchema::Json, 2);
-        assert!(chunks.next_is_made());
-        assert_eq!(chunks.next().map(|c| c.outcomes.len()), Some(2));
-        assert!(chunks.next_is_made());
-        assert!(chunks.next().is_none());
+    async fn chunks_come_in_message_order_however_long_each_takes() {
+        // The first chunk takes longest: the later ones finish first.
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (r, m) = (running.clone(), most.clone());
+        let mut chunks = ChunkStream::new(batch(7), 2, move |chunk| {
+            m.fetch_max(r.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            if chunk.get(0).offset == 0 {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            r.fetch_sub(1, Ordering::SeqCst);
+            offsets(chunk)
+        })
+        .at_most(2);
+        assert!(!chunks.next_is_made(), "nothing made before it is asked for");
+        let mut taken = Vec::new();
+        while let Some(chunk) = chunks.next().await {
+            taken.push(chunk.unwrap());
+        }
+        assert_eq!(taken, [vec![0, 1], vec![2, 3], vec![4, 5], vec![6]]);
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            2,
+            "never more running at once than allowed"
+        );
+        assert!(chunks.next_is_made(), "the end is there at once");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_chunk_keeps_no_core_idle() {
+        // Two at once; the first chunk is held until every other one is made.
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let wait = std::sync::Mutex::new(wait);
+        let made = Arc::new(AtomicUsize::new(0));
+        let counted = made.clone();
+        let mut chunks = ChunkStream::new(batch(5), 1, move |chunk| {
+            if chunk.get(0).offset == 0 {
+                wait.lock().unwrap().recv().unwrap();
+            }
+            counted.fetch_add(1, Ordering::SeqCst);
+            chunk.get(0).offset
+        })
+        .at_most(2);
+        let taker = tokio::spawn(async move {
+            let mut taken = Vec::new();
+            while let Some(chunk) = chunks.next().await {
+                taken.push(chunk.unwrap());
+            }
+            taken
+        });
+        let started = Instant::now();
+        while made.load(Ordering::SeqCst) < 4 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "chunks 2-4 waited for chunk 0: {} made",
+                made.load(Ordering::SeqCst)
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        release.send(()).unwrap();
+        assert_eq!(taker.await.unwrap(), [0, 1, 2, 3, 4], "still taken in order");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_first_chunk_is_made_here_while_the_pool_makes_the_next() {
+        let caller = std::thread::current().id();
+        let mut chunks = ChunkStream::new(batch(7), 2, move |chunk| {
+            (chunk.get(0).offset, std::thread::current().id() == caller)
+        })
+        .first_here()
+        .at_most(2);
+        assert!(chunks.next_is_made(), "the first chunk is made by its taker");
+        assert!(
+            chunks.started.is_empty(),
+            "nothing started before it is asked for"
+        );
+        assert_eq!(chunks.next().await.unwrap().unwrap(), (0, true));
+        assert_eq!(chunks.started.len(), 1, "the pool makes the next chunk meanwhile");
+        let mut rest = Vec::new();
+        loop {
+            wait_until_made(&chunks).await;
+            match chunks.next().await {
+                Some(chunk) => rest.push(chunk.unwrap()),
+                None => break,
+            }
+        }
+        assert_eq!(
+            rest,
+            [(2, false), (4, false), (6, false)],
+            "in order, on the pool"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_chunk_still_being_made_is_not_made() {
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let wait = std::sync::Mutex::new(wait);
+        let mut chunks = ChunkStream::new(batch(4), 2, move |chunk| {
+            if chunk.get(0).offset == 2 {
+                wait.lock().unwrap().recv().unwrap();
+            }
+            chunk.len()
+        });
+        assert_eq!(chunks.next().await.unwrap().unwrap(), 2);
+        assert!(!chunks.next_is_made(), "the second chunk waits to be released");
+        release.send(()).unwrap();
+        wait_until_made(&chunks).await;
+        assert_eq!(chunks.next().await.unwrap().unwrap(), 2);
+        assert!(chunks.next().await.is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_chunk_whose_task_panicked_dead_letters_its_messages_only() {
+        let mut chunks = ChunkStream::new(batch(5), 2, |chunk| {
+            assert_ne!(chunk.get(0).offset, 2, "a bug in making the second chunk");
+            ColumnOutput {
+                outcomes: vec![MessageOutcome::Rows(1); chunk.len()],
+                ..ColumnOutput::default()
+            }
+        });
+        let mut outcomes = Vec::new();
+        while let Some(chunk) = chunks.next_chunk().await {
+            outcomes.extend(chunk.outcomes);
+        }
+        assert_eq!(outcomes.len(), 5, "one outcome per message");
+        let lost: Vec<usize> = (0..5)
+            .filter(|&i| matches!(&outcomes[i], MessageOutcome::DeadLetter(r) if r.contains("internal error: making rows")))
+            .collect();
+        assert_eq!(lost, [2, 3], "the second chunk's messages, and only them");
     }
 }

@@ -1,21 +1,21 @@
-//! A batch's rows in the making: one task per chunk of `batch_size`
-//! messages (one transform call each) on the blocking pool, as many at once
-//! as there are cores (at most 4), started in message order. The writer
-//! takes each chunk as soon as it is made, while the next ones are still
-//! being made; the spool takes the whole once every chunk is; a replay
-//! takes the same chunks again. Given the writer's finisher, each task also
-//! makes its chunk's rows into the columns the table takes, beside the
-//! transform call, so that the writer's thread only sends them.
+//! A batch's rows in the making: the batch's chunks (one transform call
+//! each) made by the one scheduler ([`super::chunks::ChunkStream`]) from a
+//! task of their own, so that they are made whoever waits for them. The
+//! writer takes each chunk as soon as it is made, while the next ones are
+//! still being made; the spool takes the whole once every chunk is; a
+//! replay takes the same chunks again. Given the writer's finisher, each
+//! task also makes its chunk's rows into the columns the table takes,
+//! beside the transform call, so that the writer only sends them.
 
-use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 
 use super::PipelineError;
+use super::chunks::ChunkStream;
 use super::stage::RowStage;
 use crate::batch::{MessageBatch, PayloadSchema};
 use crate::metrics::InstanceMetrics;
@@ -44,66 +44,53 @@ impl RowsInMaking {
         finisher: Option<ChunkFinisher>,
         metrics: Arc<InstanceMetrics>,
     ) -> Self {
-        let (count, size) = (batch.len(), size.max(1));
-        let at_once = super::chunks_at_once();
-        let running = Arc::new(Semaphore::new(at_once));
-        let span = tracing::Span::current();
         let faults_before = stage.faults();
-        let mut made = Vec::new();
+        let (count, size) = (batch.len(), size.max(1));
+        let mut senders = Vec::new();
         let mut chunks = Vec::new();
-        for start in (0..count).step_by(size) {
+        for _ in (0..count).step_by(size) {
             let (sender, receiver) = oneshot::channel::<ChunkRows>();
-            made.push((start..(start + size).min(count), sender));
+            senders.push(sender);
             let rows = receiver.map(|r| r.unwrap_or_else(|_| Err(Arc::new(gone()))));
             chunks.push(rows.boxed().shared());
         }
-        let batch = batch.clone();
-        let all = chunks.clone();
-        tokio::spawn(async move {
-            for (range, sender) in made {
-                let permit = running.clone().acquire_owned().await.expect("never closed");
-                let chunk = chunk_of(&batch, range);
-                let (stage, span, metrics) = (stage.clone(), span.clone(), metrics.clone());
-                let finisher = finisher.clone();
-                let task = tokio::task::spawn_blocking(move || {
-                    let _running = permit;
-                    span.in_scope(|| {
-                        let started = Instant::now();
-                        let rows = stage.finished_rows(schema, &chunk, finisher.as_ref());
-                        if let RowStage::Wasm(_) = *stage {
-                            metrics.transform_call(started.elapsed());
-                        }
-                        rows
-                    })
-                });
-                tokio::spawn(async move {
-                    let rows = match task.await {
-                        Ok(Ok(rows)) => Ok(Arc::new(rows)),
-                        Ok(Err(e)) => Err(Arc::new(PipelineError::from(e))),
-                        Err(source) => Err(Arc::new(PipelineError::Worker {
-                            step: "making rows",
-                            source,
-                        })),
-                    };
-                    let _ = sender.send(rows);
-                });
+        let making = {
+            let (stage, metrics) = (stage.clone(), metrics.clone());
+            move |chunk: &MessageBatch| {
+                let started = Instant::now();
+                let rows = stage.finished_rows(schema, chunk, finisher.as_ref());
+                if let RowStage::Wasm(_) = *stage {
+                    metrics.transform_call(started.elapsed());
+                }
+                rows
             }
-            futures::future::join_all(all).await;
+        };
+        let mut stream = ChunkStream::new(batch.clone(), size, making);
+        tokio::spawn(async move {
+            for sender in senders {
+                let rows = match stream.next().await {
+                    Some(Ok(Ok(rows))) => Ok(Arc::new(rows)),
+                    Some(Ok(Err(e))) => Err(Arc::new(PipelineError::from(e))),
+                    Some(Err(lost)) => Err(Arc::new(PipelineError::Worker {
+                        step: "making rows",
+                        source: lost.source,
+                    })),
+                    None => break,
+                };
+                let _ = sender.send(rows);
+            }
             metrics.transform_faults(stage.faults().saturating_sub(faults_before));
         });
         Self { chunks }
     }
 
-    /// Each chunk's rows in order, as each is made: blocks the thread until
-    /// then (call it where blocking is allowed, such as the writer's
-    /// `block_in_place`). Ends at the first chunk that could not be made,
-    /// leaving why in `failure`.
-    pub(super) fn blocking<'a>(&'a self, failure: &'a mut Option<Arc<PipelineError>>) -> Blocking<'a> {
-        Blocking {
+    /// Each chunk's rows in order, as each is made. Ends at the first chunk
+    /// that could not be made, leaving why in `failure`.
+    pub(super) fn in_order<'a>(&'a self, failure: &'a mut Option<Arc<PipelineError>>) -> InOrder<'a> {
+        InOrder {
             chunks: &self.chunks,
             next: 0,
             failure,
-            handle: tokio::runtime::Handle::current(),
         }
     }
 
@@ -123,25 +110,24 @@ impl RowsInMaking {
 }
 
 /// A batch's chunks of rows taken in order as each is made (see
-/// [`RowsInMaking::blocking`]).
-pub(super) struct Blocking<'a> {
+/// [`RowsInMaking::in_order`]).
+pub(super) struct InOrder<'a> {
     chunks: &'a [Shared<BoxFuture<'static, ChunkRows>>],
     /// The next chunk to take.
     next: usize,
     failure: &'a mut Option<Arc<PipelineError>>,
-    handle: tokio::runtime::Handle,
 }
 
-impl Iterator for Blocking<'_> {
-    type Item = Arc<TransformedChunk>;
+impl MadeChunks for InOrder<'_> {
+    type Chunk = Arc<TransformedChunk>;
 
-    fn next(&mut self) -> Option<Arc<TransformedChunk>> {
+    async fn next_chunk(&mut self) -> Option<Arc<TransformedChunk>> {
         if self.failure.is_some() {
             return None;
         }
         let chunk = self.chunks.get(self.next)?.clone();
         self.next += 1;
-        match self.handle.block_on(chunk) {
+        match chunk.await {
             Ok(rows) => Some(rows),
             Err(e) => {
                 *self.failure = Some(e);
@@ -149,23 +135,12 @@ impl Iterator for Blocking<'_> {
             }
         }
     }
-}
 
-impl MadeChunks for Blocking<'_> {
     fn next_is_made(&self) -> bool {
         match self.chunks.get(self.next) {
             Some(chunk) => self.failure.is_some() || chunk.clone().now_or_never().is_some(),
             None => true,
         }
-    }
-}
-
-/// Messages `range` of `batch`, without a copy when that is all of it.
-fn chunk_of(batch: &Arc<MessageBatch>, range: Range<usize>) -> Arc<MessageBatch> {
-    if range.len() == batch.len() {
-        batch.clone()
-    } else {
-        Arc::new(batch.slice(range))
     }
 }
 
@@ -233,8 +208,11 @@ mod tests {
         let metrics = Arc::new(InstanceMetrics::new(9_001));
         let making = RowsInMaking::start(stage(), &batch, PayloadSchema::Json, 3, None, metrics);
         let mut failure = None;
-        let chunks: Vec<Arc<TransformedChunk>> =
-            tokio::task::block_in_place(|| making.blocking(&mut failure).collect());
+        let mut chunks: Vec<Arc<TransformedChunk>> = Vec::new();
+        let mut in_order = making.in_order(&mut failure);
+        while let Some(chunk) = in_order.next_chunk().await {
+            chunks.push(chunk);
+        }
         assert!(failure.is_none());
         assert_eq!(
             chunks.iter().map(|c| c.rows.outcomes.len()).collect::<Vec<_>>(),
@@ -264,21 +242,19 @@ mod tests {
         let metrics = Arc::new(InstanceMetrics::new(9_002));
         let making = RowsInMaking::start(stage(), &batch, PayloadSchema::Json, 3, None, metrics);
         let mut failure = None;
-        tokio::task::block_in_place(|| {
-            let mut chunks = making.blocking(&mut failure);
-            let started = Instant::now();
-            while !chunks.next_is_made() {
-                assert!(
-                    started.elapsed() < std::time::Duration::from_secs(10),
-                    "never made"
-                );
-                std::thread::yield_now();
-            }
-            assert_eq!(chunks.next().map(|c| c.rows.outcomes.len()), Some(3));
-            assert_eq!(chunks.next().map(|c| c.rows.outcomes.len()), Some(3));
-            assert!(chunks.next_is_made(), "the end is there at once");
-            assert!(chunks.next().is_none());
-        });
+        let mut chunks = making.in_order(&mut failure);
+        let started = Instant::now();
+        while !chunks.next_is_made() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "never made"
+            );
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(chunks.next_chunk().await.map(|c| c.rows.outcomes.len()), Some(3));
+        assert_eq!(chunks.next_chunk().await.map(|c| c.rows.outcomes.len()), Some(3));
+        assert!(chunks.next_is_made(), "the end is there at once");
+        assert!(chunks.next_chunk().await.is_none());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,7 +266,7 @@ mod tests {
             chunks: vec![rows.boxed().shared()],
         };
         let mut failure = None;
-        let chunks = making.blocking(&mut failure);
+        let chunks = making.in_order(&mut failure);
         assert!(!chunks.next_is_made(), "nothing sent yet");
         let made = Arc::new(Arc::new(stage().rows(PayloadSchema::Json, &batch).unwrap()).into());
         sender.send(Ok(made)).unwrap();

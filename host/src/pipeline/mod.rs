@@ -4,9 +4,9 @@
 //! returns once Fluss acknowledged, or the dead-letter table took, every
 //! message's rows. Chunks are made side by side on the blocking pool (as
 //! many at once as there are cores, at most 4), and each is sent as soon as
-//! it is made, in order, while the next ones are made (the JSON mapping's
-//! and a transform's, see `making`; the keyed lean path's are made, then
-//! sent).
+//! it is made, in order, while the next ones are made: one scheduler for
+//! every producer (`chunks`; a transform's driven from a task of their own,
+//! see `making`; the keyed lean path's are made, then sent).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -18,7 +18,6 @@ use crate::metrics::InstanceMetrics;
 use crate::rows::TransformOutput;
 use crate::rows::keyed::KeyedOutput;
 use crate::schema::TablePath;
-use crate::transform::TransformError;
 use crate::writer::{ChunkFinisher, FlussWriter, WriteReport};
 
 mod chunk_size;
@@ -30,6 +29,7 @@ mod reload;
 mod spooled;
 mod stage;
 
+use chunks::ChunkStream;
 pub(crate) use error::PipelineError;
 pub use stage::RowStage;
 
@@ -202,7 +202,7 @@ impl Pipeline {
                     .writer
                     .write_transformed_within(
                         &batch,
-                        making.blocking(&mut failure),
+                        making.in_order(&mut failure),
                         &self.table,
                         kind,
                         deadline,
@@ -223,13 +223,7 @@ impl Pipeline {
         }
         if let RowStage::JsonKeyed(_) = *self.stage {
             // The keyed lean path: rows made on every core, then sent in order.
-            let output = self
-                .made_in_chunks(&batch, self.stage.clone(), move |stage, chunk| {
-                    Ok(stage
-                        .keyed_chunk(schema, chunk)
-                        .expect("the keyed lean path's stage"))
-                })
-                .await?;
+            let output = self.keyed_rows(schema, &batch).await?;
             return Ok(self
                 .writer
                 .write_keyed_within(&batch, output, &self.table, deadline)
@@ -238,8 +232,13 @@ impl Pipeline {
         if let RowStage::JsonColumns(_) = *self.stage {
             // The lean path: chunks are made on every core and each is sent
             // once made, in order, while the next ones are being made.
-            let size = self.chunk_size(&self.stage, &batch);
-            let chunks = chunks::ColumnChunks::new(self.stage.clone(), batch.clone(), schema, size);
+            let (stage, size) = (self.stage.clone(), self.chunk_size(&self.stage, &batch));
+            let chunks = ChunkStream::new(batch.clone(), size, move |chunk| {
+                stage
+                    .column_chunk(schema, chunk)
+                    .expect("the lean path's stage makes columns")
+            })
+            .first_here();
             return Ok(self
                 .writer
                 .write_columns_within(&batch, chunks, &self.table, deadline)
@@ -282,41 +281,26 @@ impl Pipeline {
         making::RowsInMaking::start(stage, batch, schema, size, finisher, self.metrics.clone())
     }
 
-    /// What `make` makes of `batch`, chunk by chunk (`batch_size` messages,
-    /// one transform call each) on the blocking pool, as many chunks at once
-    /// as there are cores (each running chunk may hold a transform instance).
-    async fn made_in_chunks<T: ChunkOutput>(
-        self: &Arc<Self>,
+    /// The keyed lean path's rows of `batch`, chunk by chunk on the
+    /// blocking pool, joined in message order.
+    async fn keyed_rows(
+        &self,
+        schema: PayloadSchema,
         batch: &Arc<MessageBatch>,
-        stage: Arc<RowStage>,
-        make: impl Fn(&RowStage, &MessageBatch) -> Result<T, TransformError> + Send + Sync + 'static,
-    ) -> Result<T, PipelineError> {
-        let (count, size) = (batch.len(), self.chunk_size(&stage, batch));
-        let span = tracing::Span::current();
-        let starts: Vec<usize> = (0..count).step_by(size).collect();
-        let at_once = chunks_at_once();
-        let make = Arc::new(make);
-        let mut output = T::default();
-        for wave in starts.chunks(at_once) {
-            let tasks: Vec<_> = wave
-                .iter()
-                .map(|&start| {
-                    let chunk = if count <= size {
-                        batch.clone()
-                    } else {
-                        Arc::new(batch.slice(start..(start + size).min(count)))
-                    };
-                    let (stage, span, make) = (stage.clone(), span.clone(), make.clone());
-                    tokio::task::spawn_blocking(move || span.in_scope(|| make(&stage, &chunk)))
-                })
-                .collect();
-            for task in tasks {
-                let part = task.await.map_err(|source| PipelineError::Worker {
-                    step: "making rows",
-                    source,
-                })??;
-                output.append(part);
-            }
+    ) -> Result<KeyedOutput, PipelineError> {
+        let (stage, size) = (self.stage.clone(), self.chunk_size(&self.stage, batch));
+        let mut chunks = ChunkStream::new(batch.clone(), size, move |chunk| {
+            stage
+                .keyed_chunk(schema, chunk)
+                .expect("the keyed lean path's stage")
+        });
+        let mut output = KeyedOutput::default();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|lost| PipelineError::Worker {
+                step: "making rows",
+                source: lost.source,
+            })?;
+            output.append(chunk);
         }
         Ok(output)
     }
@@ -375,16 +359,4 @@ impl Pipeline {
 fn chunks_at_once() -> usize {
     static AT_ONCE: OnceLock<usize> = OnceLock::new();
     *AT_ONCE.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get().min(4)))
-}
-
-/// What a chunk of a batch becomes, joined with the next chunks' in message
-/// order.
-trait ChunkOutput: Default + Send + 'static {
-    fn append(&mut self, next: Self);
-}
-
-impl ChunkOutput for KeyedOutput {
-    fn append(&mut self, next: Self) {
-        KeyedOutput::append(self, next);
-    }
 }

@@ -2,40 +2,27 @@
 //! appended to log tables, upserts and deletes on primary-key tables, every
 //! write's acknowledgement awaited, transient failures retried with backoff,
 //! permanent ones sent to the dead-letter table, all within one deadline
-//! per call.
+//! per call. One folder a role:
 //!
-//! - [`tables`]: opening, creating and routing tables;
-//! - [`delivery`]: sends, acknowledgements, retries;
-//! - [`append`]: appends of whole Arrow batches, bisection, the lean row path's writes;
-//! - [`dead_letter`]: the dead-letter table and its schema;
-//! - [`partitions`]: partitioned tables (rows grouped by partition, partitions created);
-//! - [`partial`]: partial updates on primary-key tables;
-//! - [`routing`]: which tables rows may be routed to;
-//! - [`made`]: chunks of rows as the writer takes them, made or not yet;
+//! - [`tables`]: opening, creating and checking tables, and which tables
+//!   rows may be routed to;
+//! - [`partitions`]: partitioned tables (rows placed in partitions, their
+//!   values named, missing ones created);
+//! - [`writes`]: one write of a batch's rows, from the chunks it takes to
+//!   the report of every message (a transform's rows, encoded rows);
+//! - [`send`]: sending rows as each table takes them (Arrow appends, the
+//!   lean path's columns, upserts and deletes, partial updates, Arrow IPC);
+//! - [`delivery`]: acknowledgements, retries, failures and dead letters;
 //! - [`nodelay`]: `TCP_NODELAY` on the client's connections (a workaround).
 
-mod append;
-mod arrow_ipc;
-mod columns;
-mod dead_letter;
 mod delivery;
 mod error;
-mod failure;
-mod keyed;
-mod made;
 pub(crate) mod nodelay;
-mod partial;
-mod partition_catalog;
-mod partition_values;
 mod partitions;
-mod placement;
-mod premade;
-pub(crate) mod routing;
-mod row_sends;
+mod send;
 mod settings;
-mod steps;
 mod tables;
-mod transformed;
+mod writes;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,18 +38,19 @@ use crate::rows::{DeadLetterKind, MessageOutcome, TransformOutput};
 use crate::schema::{TablePath, TableSchema};
 use tables::Table;
 
-pub(crate) use dead_letter::{check_dead_letter_table, dead_letter_schema};
+pub(crate) use delivery::dead_letter::{check_dead_letter_table, dead_letter_schema};
 pub use error::{ClientError, WriteError};
 // Chunk-level types: public only under `test-support` (`crate::test_support`).
-#[cfg(feature = "test-support")]
-pub use made::AllMade;
-#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
-pub use made::MadeChunks;
-#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
-pub use premade::{ChunkFinisher, TransformedChunk};
 pub use settings::WriterSettings;
 #[cfg(any(test, feature = "test-support"))]
 pub(crate) use tables::arrow_schema_of;
+pub(crate) use tables::routing::TablePattern;
+#[cfg(feature = "test-support")]
+pub use writes::chunks::AllMade;
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
+pub use writes::chunks::MadeChunks;
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
+pub use writes::finished::{ChunkFinisher, TransformedChunk};
 
 /// The Arrow record batch the writer appends for `output`'s rows of the
 /// sink's own table (rows must fit `schema`; `arrow_schema` is Fluss's Arrow
@@ -107,7 +95,7 @@ impl WriteReport {
 fn report_of<'o>(
     outcomes: &'o [MessageOutcome],
     kinds: &[DeadLetterKind],
-) -> (WriteReport, Vec<dead_letter::Letter<'o>>) {
+) -> (WriteReport, Vec<delivery::dead_letter::Letter<'o>>) {
     let mut report = WriteReport::default();
     let mut letters = Vec::new();
     for (i, outcome) in outcomes.iter().enumerate() {
@@ -185,13 +173,17 @@ pub struct FlussWriter {
     admin: Arc<FlussAdmin>,
     settings: WriterSettings,
     tables: Mutex<HashMap<TablePath, Arc<Table>>>,
-    router: routing::Router,
+    router: tables::routing::Router,
     sweeper: Arc<nodelay::Sweeper>,
     sweeping: tokio::task::AbortHandle,
     metrics: Option<Arc<InstanceMetrics>>,
     /// A write was not acknowledged in time: the next one first fetches its
     /// table's metadata again (see `refresh_table_metadata`).
     stale: std::sync::atomic::AtomicBool,
+    /// The last write ended without every acknowledgement: Fluss is in
+    /// trouble, and the client's buffer may be full (see
+    /// [`FlussWriter::append_may_wait`]).
+    troubled: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for FlussWriter {
@@ -255,7 +247,7 @@ impl FlussWriter {
         ));
         sweeper.sweep_now().await;
         let sweeping = sweeper.spawn();
-        let router = routing::Router::new(
+        let router = tables::routing::Router::new(
             settings.allowed_tables.clone(),
             settings.dead_letter_table.clone(),
         );
@@ -269,6 +261,7 @@ impl FlussWriter {
             sweeping,
             metrics: None,
             stale: std::sync::atomic::AtomicBool::new(false),
+            troubled: std::sync::atomic::AtomicBool::new(false),
         };
         if let Some(path) = writer.settings.dead_letter_table.clone() {
             writer.open_dead_letter_table(&path, deadline).await?;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::routing::TablePattern;
+use super::tables::routing::TablePattern;
 use crate::retry::RetryPolicy;
 use crate::schema::TablePath;
 

@@ -5,13 +5,13 @@
 
 use fluss_row_codec::{RowKind, RowView};
 
-use super::tables::Sink;
-use super::{FlussWriter, WriteError, delivery};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::rows::DeadLetterKind;
 use crate::rows::to_fluss;
 use crate::schema::{Column, DataType, TablePath, TableSchema};
+use crate::writer::tables::Sink;
+use crate::writer::{FlussWriter, WriteError, delivery};
 
 /// The dead-letter table's schema.
 pub(crate) fn dead_letter_schema(path: TablePath) -> TableSchema {
@@ -76,7 +76,7 @@ pub(crate) fn check_dead_letter_table(found: &TableSchema) -> Result<(), String>
 }
 
 /// One message to dead-letter: its index in the batch, where it failed, why.
-pub(super) type Letter<'a> = (usize, DeadLetterKind, &'a str);
+pub(in crate::writer) type Letter<'a> = (usize, DeadLetterKind, &'a str);
 
 fn now_micros() -> i64 {
     std::time::SystemTime::now()
@@ -100,7 +100,7 @@ impl FlussWriter {
 
     /// Sends dead letters to the dead-letter table (or logs them without
     /// one), within `deadline`.
-    pub(super) async fn dead_letter(
+    pub(in crate::writer) async fn dead_letter(
         &self,
         batch: &MessageBatch,
         letters: &[Letter<'_>],

@@ -2,11 +2,11 @@
 //! permanent (dead-letter) or an unknown table (look again), and the error a
 //! write that was never acknowledged ends with.
 
-use super::WriteError;
+use crate::writer::WriteError;
 
 /// What to do about a failed write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Failure {
+pub(in crate::writer) enum Failure {
     /// Send it again (after a backoff).
     Transient,
     /// Sending it again cannot succeed: dead-letter it.
@@ -21,7 +21,7 @@ pub(super) enum Failure {
 /// timeouts, leaders and replicas not available, a full buffer, no server
 /// known to the client); everything else is permanent and dead-letters the
 /// message with the server's own message.
-pub(super) fn classify(error: &fluss::error::Error) -> Failure {
+pub(in crate::writer) fn classify(error: &fluss::error::Error) -> Failure {
     use fluss::error::Error as E;
     use fluss::rpc::FlussError as F;
     match error {
@@ -64,7 +64,7 @@ pub(super) fn classify(error: &fluss::error::Error) -> Failure {
 }
 
 /// Not acknowledged, for `reason` (no error of the client's to keep).
-pub(super) fn undelivered(what: &str, retries: u32, reason: &str) -> WriteError {
+pub(in crate::writer) fn undelivered(what: &str, retries: u32, reason: &str) -> WriteError {
     WriteError::Undelivered {
         what: what.into(),
         retries,
@@ -74,7 +74,11 @@ pub(super) fn undelivered(what: &str, retries: u32, reason: &str) -> WriteError 
 }
 
 /// Not acknowledged: the retries ran out on `error`.
-pub(super) fn undelivered_after(what: &str, retries: u32, error: fluss::error::Error) -> WriteError {
+pub(in crate::writer) fn undelivered_after(
+    what: &str,
+    retries: u32,
+    error: fluss::error::Error,
+) -> WriteError {
     WriteError::Undelivered {
         what: what.into(),
         retries,

@@ -12,21 +12,21 @@ use arrow::record_batch::RecordBatch;
 use fluss::client::{AppendWriter, WriteResultFuture};
 use fluss_row_codec::RowView;
 
-use super::delivery::racing_flush;
-use super::failure::{Failure, undelivered};
-use super::tables::Table;
-use super::{FlussWriter, MAX_BUFFER_WAIT, PendingRow, WriteError};
 use crate::deadline::Deadline;
 use crate::rows::columns::ColumnRows;
 use crate::rows::to_fluss;
 use crate::schema::{TablePath, TableSchema};
+use crate::writer::delivery::failure::{Failure, undelivered};
+use crate::writer::delivery::racing_flush;
+use crate::writer::tables::Table;
+use crate::writer::{FlussWriter, MAX_BUFFER_WAIT, PendingRow, WriteError};
 
 /// Roughly how many bytes one Arrow append carries when a write is cut
 /// into parts sent back to back.
-pub(super) const APPEND_BYTES: usize = 1 << 20;
+pub(in crate::writer) const APPEND_BYTES: usize = 1 << 20;
 
 /// Rows to append, in message order, that Arrow batches are made of.
-pub(super) trait AppendRows {
+pub(in crate::writer) trait AppendRows {
     /// The message of each row.
     fn messages(&self) -> &[u32];
     /// The rows `rows` cut into message-aligned parts of about `bytes` bytes each.
@@ -36,7 +36,7 @@ pub(super) trait AppendRows {
 }
 
 /// Encoded rows for one table.
-pub(super) struct EncodedRows<'r, 'a> {
+pub(in crate::writer) struct EncodedRows<'r, 'a> {
     rows: &'r [PendingRow<'a>],
     messages: Vec<u32>,
     schema: &'r TableSchema,
@@ -45,7 +45,7 @@ pub(super) struct EncodedRows<'r, 'a> {
 
 impl<'r, 'a> EncodedRows<'r, 'a> {
     /// `rows` (checked against `table`) to append to `table`.
-    pub(super) fn new(rows: &'r [PendingRow<'a>], table: &'r Table) -> Self {
+    pub(in crate::writer) fn new(rows: &'r [PendingRow<'a>], table: &'r Table) -> Self {
         Self {
             rows,
             messages: rows.iter().map(|(m, _, _)| *m).collect(),
@@ -95,7 +95,7 @@ impl AppendRows for ColumnRows {
 
 /// The rows `range` (messages in order, `messages[i]` row i's) cut into
 /// parts of about `bytes` bytes (`size` gives a row's), never inside a message.
-pub(super) fn append_parts(
+pub(in crate::writer) fn append_parts(
     messages: &[u32],
     range: Range<usize>,
     size: impl Fn(usize) -> usize,
@@ -141,7 +141,7 @@ fn split_by_message(messages: &[u32], rows: Range<usize>) -> Option<(Range<usize
 
 /// Parts sent and not yet acknowledged: each part's rows, its batch, and
 /// its acknowledgement (`None`: the deadline passed before it was sent).
-pub(super) struct Sent {
+pub(in crate::writer) struct Sent {
     parts: Vec<(
         Range<usize>,
         RecordBatch,
@@ -174,7 +174,7 @@ impl FlussWriter {
     /// into message-aligned parts of about [`APPEND_BYTES`], every part made
     /// and sent before any acknowledgement is awaited (the client sends
     /// part k while part k+1 is made); then [`FlussWriter::settle`]s them.
-    pub(super) async fn append_whole(
+    pub(in crate::writer) async fn append_whole(
         &self,
         path: &TablePath,
         writer: &AppendWriter,
@@ -191,7 +191,7 @@ impl FlussWriter {
     }
 
     /// Sends `range` of `rows` as message-aligned parts, noting each in `sent`.
-    pub(super) fn send_parts(
+    pub(in crate::writer) fn send_parts(
         &self,
         path: &TablePath,
         writer: &AppendWriter,
@@ -219,7 +219,7 @@ impl FlussWriter {
     /// the refused messages fail (added to `failures`) and nothing is sent
     /// twice; one that failed transiently is sent again with retries.
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn settle(
+    pub(in crate::writer) async fn settle(
         &self,
         path: &TablePath,
         writer: &AppendWriter,
@@ -329,7 +329,7 @@ impl FlussWriter {
     /// Runs `write` (to `path`): when the last write was not acknowledged in
     /// time, first fetches the table's metadata again (see
     /// `refresh_table_metadata`); when this one is not, marks the next.
-    pub(super) async fn guard_staleness<T>(
+    pub(in crate::writer) async fn guard_staleness<T>(
         &self,
         path: &TablePath,
         deadline: Deadline,
@@ -341,13 +341,27 @@ impl FlussWriter {
                 .await;
         }
         let written = write.await;
-        if matches!(
+        let troubled = matches!(
             written,
             Err(WriteError::Undelivered { .. } | WriteError::DeadlinePassed { .. })
-        ) {
+        );
+        if troubled {
             self.stale.store(true, Ordering::Relaxed);
         }
+        self.troubled.store(troubled, Ordering::Relaxed);
         written
+    }
+
+    /// Whether an append may wait long for room in the client's buffer
+    /// (up to `buffer_wait_timeout`), so that it should leave the runtime's
+    /// worker to the other tasks meanwhile (`block_in_place`): while Fluss
+    /// is in trouble (the last write was not acknowledged in time) the
+    /// buffer fills with batches that do not leave. A healthy cluster
+    /// drains it within milliseconds, and handing the worker off costs a
+    /// thread wake-up a send, which the `consume` bench sees on the lean
+    /// path (`docs/benchmarks.md`).
+    pub(in crate::writer) fn append_may_wait(&self) -> bool {
+        self.troubled.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -6,13 +6,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::made::AllMade;
-use super::tables::Table;
-use super::{FlussWriter, GroupKey, PendingRow, WriteError, WriteReport, report_of, routing};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::rows::{DeadLetterKind, MessageOutcome, RowBatch, TransformOutput, check, metadata};
 use crate::schema::TablePath;
+use crate::writer::tables::Table;
+use crate::writer::tables::routing;
+use crate::writer::writes::chunks::AllMade;
+use crate::writer::{FlussWriter, GroupKey, PendingRow, WriteError, WriteReport, report_of};
 
 /// Tables by their index in a [`TransformOutput`]'s rows (0: the sink's own).
 type RoutedTables = HashMap<u16, Arc<Table>>;
@@ -39,7 +40,7 @@ impl FlussWriter {
     /// The encoded path: `output`'s rows for `batch` checked against their
     /// tables, placed in partitions, grouped and written, then every
     /// message's fate reported (see [`FlussWriter::write_within`]).
-    pub(super) async fn write_rows_of(
+    pub(in crate::writer) async fn write_rows_of(
         &self,
         batch: &MessageBatch,
         mut output: TransformOutput,
@@ -112,7 +113,7 @@ impl FlussWriter {
     }
 
     /// The table a row names, if rows may go there and it can be had.
-    pub(super) async fn resolve_routed(
+    pub(in crate::writer) async fn resolve_routed(
         &self,
         name: &str,
         default_table: &TablePath,

@@ -11,15 +11,16 @@ use fluss::client::WriteResultFuture;
 use fluss::row::GenericRow;
 use fluss_row_codec::RowKind;
 
-use super::append::EncodedRows;
-use super::delivery::racing_flush;
-use super::failure::{Failure, undelivered, undelivered_after};
-use super::tables::{Sink, Table};
-use super::{FlussWriter, PendingRow, WriteError, partial};
 use crate::deadline::Deadline;
 use crate::retry::Retries;
 use crate::rows::keyed::KeyedRow;
 use crate::rows::to_fluss;
+use crate::writer::delivery::failure::{Failure, undelivered, undelivered_after};
+use crate::writer::delivery::racing_flush;
+use crate::writer::send::append::EncodedRows;
+use crate::writer::send::partial;
+use crate::writer::tables::{Sink, Table};
+use crate::writer::{FlussWriter, PendingRow, WriteError};
 
 /// One row's acknowledgement, once awaited.
 enum Acked {
@@ -30,7 +31,7 @@ enum Acked {
 impl FlussWriter {
     /// Writes one table's rows; messages whose rows Fluss refuses for good
     /// are added to `failures`.
-    pub(super) async fn write_group(
+    pub(in crate::writer) async fn write_group(
         &self,
         table: &Table,
         rows: &[PendingRow<'_>],
@@ -104,7 +105,7 @@ impl FlussWriter {
     /// is the same); on a log table only the failed rows are, so that no
     /// row is appended twice.
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn send_rows<F: Future<Output = fluss::error::Result<()>>>(
+    pub(in crate::writer) async fn send_rows<F: Future<Output = fluss::error::Result<()>>>(
         &self,
         table: &Table,
         converted: &[KeyedRow],
@@ -212,7 +213,7 @@ fn converted(rows: &[PendingRow<'_>], table: &Table, failures: &mut Vec<(u32, St
     converted
 }
 
-pub(super) fn send_keyed(
+pub(in crate::writer) fn send_keyed(
     writer: &fluss::client::UpsertWriter,
     kind: RowKind,
     row: &GenericRow<'static>,

@@ -14,18 +14,18 @@ use std::sync::{Arc, Mutex};
 use fluss::client::{TableUpsert, UpsertWriter};
 use fluss_row_codec::{Cell, RowKind, RowView};
 
-use super::PendingRow;
+use crate::writer::PendingRow;
 
 /// The columns a write gives: `None` for all of them (a full upsert, or a
 /// delete), else the indexes of the present ones, in column order.
-pub(super) type ColumnSet = Option<Arc<[usize]>>;
+pub(in crate::writer) type ColumnSet = Option<Arc<[usize]>>;
 
 /// The most partial writers one table keeps (one per column set seen).
 const MAX_COLUMN_SETS: usize = 64;
 
 /// The upsert writers of a primary-key table: the full one and one per
 /// column set of the partial updates seen.
-pub(super) struct KeyedSink {
+pub(in crate::writer) struct KeyedSink {
     full: Arc<UpsertWriter>,
     upsert: TableUpsert,
     partial: Mutex<HashMap<Arc<[usize]>, Arc<UpsertWriter>>>,
@@ -35,7 +35,7 @@ pub(super) struct KeyedSink {
 
 impl KeyedSink {
     /// The sink of a table opened for upserts.
-    pub(super) fn new(upsert: TableUpsert) -> fluss::error::Result<Self> {
+    pub(in crate::writer) fn new(upsert: TableUpsert) -> fluss::error::Result<Self> {
         Ok(Self {
             full: Arc::new(upsert.create_writer()?),
             upsert,
@@ -45,7 +45,7 @@ impl KeyedSink {
     }
 
     /// The writer for rows that give `columns`.
-    pub(super) fn writer(&self, columns: &ColumnSet) -> Result<Arc<UpsertWriter>, String> {
+    pub(in crate::writer) fn writer(&self, columns: &ColumnSet) -> Result<Arc<UpsertWriter>, String> {
         let Some(columns) = columns else {
             return Ok(self.full.clone());
         };
@@ -67,13 +67,13 @@ impl KeyedSink {
     }
 
     /// The full writer (its flush flushes every writer of the connection).
-    pub(super) fn full(&self) -> &UpsertWriter {
+    pub(in crate::writer) fn full(&self) -> &UpsertWriter {
         &self.full
     }
 }
 
 /// The columns `row` gives: `None` when it gives all, or is a delete.
-pub(super) fn column_set(kind: RowKind, row: &RowView<'_>) -> ColumnSet {
+pub(in crate::writer) fn column_set(kind: RowKind, row: &RowView<'_>) -> ColumnSet {
     if kind == RowKind::Delete || !row.cells().any(|c| matches!(c, Cell::Absent)) {
         return None;
     }
@@ -87,7 +87,7 @@ pub(super) fn column_set(kind: RowKind, row: &RowView<'_>) -> ColumnSet {
 }
 
 /// `rows` cut into runs of one column set, in order.
-pub(super) fn runs<'r, 'a>(rows: &'r [PendingRow<'a>]) -> Vec<(ColumnSet, &'r [PendingRow<'a>])> {
+pub(in crate::writer) fn runs<'r, 'a>(rows: &'r [PendingRow<'a>]) -> Vec<(ColumnSet, &'r [PendingRow<'a>])> {
     let mut out: Vec<(ColumnSet, &'r [PendingRow<'a>])> = Vec::new();
     let mut start = 0;
     let mut current: ColumnSet = None;
@@ -107,19 +107,19 @@ pub(super) fn runs<'r, 'a>(rows: &'r [PendingRow<'a>]) -> Vec<(ColumnSet, &'r [P
 
 /// Lets writes of one column set at a time be in flight on a table.
 #[derive(Default)]
-pub(super) struct ColumnSetGate {
+pub(in crate::writer) struct ColumnSetGate {
     state: Mutex<(ColumnSet, usize)>,
     opened: tokio::sync::Notify,
 }
 
 /// Held while writes of one column set are in flight.
-pub(super) struct GatePass<'g> {
+pub(in crate::writer) struct GatePass<'g> {
     gate: &'g ColumnSetGate,
 }
 
 impl ColumnSetGate {
     /// Waits until writes of `set` may go (none of another set in flight).
-    pub(super) async fn enter(&self, set: &ColumnSet) -> GatePass<'_> {
+    pub(in crate::writer) async fn enter(&self, set: &ColumnSet) -> GatePass<'_> {
         loop {
             let opened = self.opened.notified();
             tokio::pin!(opened);

@@ -2,7 +2,7 @@
 //! transform call each, in message order), the rows for log tables whose
 //! Arrow batches land whole are checked, put in their tables' columns and
 //! sent while the next chunks are still being made: the lean path (a chunk
-//! whose columns were made beside its rows, see [`super::premade`], is sent
+//! whose columns were made beside its rows, see [`crate::writer::writes::finished`], is sent
 //! as it comes). Rows for
 //! an unpartitioned primary-key table are made into the upsert writer's
 //! rows chunk by chunk as they come, then sent: the keyed lean path. At the
@@ -15,17 +15,18 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::columns::LeanChunk;
-use super::made::MadeChunks;
-use super::premade::TransformedChunk;
-use super::tables::Table;
-use super::{FlussWriter, WriteError, WriteReport, routing};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::rows::columns::ColumnOutput;
 use crate::rows::guest_columns::{LeanTable, guest_columns};
 use crate::rows::{DeadLetterKind, MessageOutcome, TransformOutput};
 use crate::schema::TablePath;
+use crate::writer::send::log_columns::LeanChunk;
+use crate::writer::tables::Table;
+use crate::writer::tables::routing;
+use crate::writer::writes::chunks::MadeChunks;
+use crate::writer::writes::finished::TransformedChunk;
+use crate::writer::{FlussWriter, WriteError, WriteReport};
 
 /// Messages whose rows are put in Arrow columns and sent together on the
 /// lean path (the client joins what fits its batches).
@@ -38,14 +39,13 @@ impl FlussWriter {
     /// tables the rows name, waits for every acknowledgement, and
     /// dead-letters what cannot be written, all before `deadline`; `stage`
     /// names where earlier dead letters came from. Each chunk is written as
-    /// soon as `chunks` gives it, which may block the thread until it is
-    /// made. When `chunks` ends before the batch does, only the messages of
+    /// soon as `chunks` gives it (awaited until it is made). When `chunks` ends before the batch does, only the messages of
     /// the chunks it gave are written and reported. An error means some
     /// messages may not be in Fluss.
     pub async fn write_transformed_within(
         &self,
         batch: &MessageBatch,
-        chunks: impl MadeChunks<Item = Arc<TransformedChunk>>,
+        chunks: impl MadeChunks<Chunk = Arc<TransformedChunk>>,
         default_table: &TablePath,
         stage: DeadLetterKind,
         deadline: Deadline,
@@ -61,7 +61,7 @@ impl FlussWriter {
     async fn write_transformed(
         &self,
         batch: &MessageBatch,
-        mut chunks: impl MadeChunks<Item = Arc<TransformedChunk>>,
+        mut chunks: impl MadeChunks<Chunk = Arc<TransformedChunk>>,
         default_table: &TablePath,
         stage: DeadLetterKind,
         deadline: Deadline,
@@ -100,7 +100,9 @@ impl FlussWriter {
         if let Some(held) = held {
             rest.append(Arc::unwrap_or_clone(held));
         }
-        tokio::task::block_in_place(|| chunks.for_each(|chunk| rest.append_copy(&chunk.rows)));
+        while let Some(chunk) = chunks.next_chunk().await {
+            rest.append_copy(&chunk.rows);
+        }
         if rest.outcomes.is_empty() {
             return Ok(report);
         }
@@ -150,15 +152,13 @@ struct LeanChunks<'s, 'w, C> {
     chunks: &'s mut C,
 }
 
-impl<C: MadeChunks<Item = Arc<TransformedChunk>>> Iterator for LeanChunks<'_, '_, C> {
-    type Item = Result<LeanChunk, WriteError>;
+impl<C: MadeChunks<Chunk = Arc<TransformedChunk>>> MadeChunks for LeanChunks<'_, '_, C> {
+    type Chunk = Result<LeanChunk, WriteError>;
 
-    fn next(&mut self) -> Option<Self::Item> {
-        self.lean.next_chunk(self.chunks)
+    async fn next_chunk(&mut self) -> Option<Self::Chunk> {
+        self.lean.next_chunk(self.chunks).await
     }
-}
 
-impl<C: MadeChunks<Item = Arc<TransformedChunk>>> MadeChunks for LeanChunks<'_, '_, C> {
     /// Made when the lean stream has rows taken but not yet in columns (or
     /// holds a chunk back: the end), or the transform's next chunk is made.
     fn next_is_made(&self) -> bool {
@@ -170,16 +170,16 @@ impl LeanStream<'_> {
     /// The next [`COLUMN_CHUNK`] messages' columns, taking the next chunk
     /// from `chunks` when those taken are done; `None` at the end of
     /// `chunks` or at a chunk the lean path cannot take (then held).
-    fn next_chunk(
+    async fn next_chunk(
         &mut self,
-        chunks: &mut impl Iterator<Item = Arc<TransformedChunk>>,
+        chunks: &mut impl MadeChunks<Chunk = Arc<TransformedChunk>>,
     ) -> Option<Result<LeanChunk, WriteError>> {
         if self.held.is_some() {
             return None;
         }
         if self.pending.is_empty() {
-            let chunk = chunks.next()?;
-            match self.take_premade(&chunk) {
+            let chunk = chunks.next_chunk().await?;
+            match self.take_premade(&chunk).await {
                 Ok(Some(made)) => return Some(Ok(made)),
                 Ok(None) => {}
                 Err(e) => return Some(Err(e)),
@@ -188,7 +188,7 @@ impl LeanStream<'_> {
                 Ok(chunk) => chunk.rows,
                 Err(shared) => shared.rows.clone(),
             };
-            match self.take(rows) {
+            match self.take(rows).await {
                 Ok(true) => {}
                 Ok(false) => return None,
                 Err(e) => return Some(Err(e)),
@@ -234,7 +234,7 @@ impl LeanStream<'_> {
     /// they were made for is the very table the rows' table names resolve
     /// to now; `None` when there are none or one is not (the rows are then
     /// taken instead).
-    fn take_premade(&mut self, chunk: &TransformedChunk) -> Result<Option<LeanChunk>, WriteError> {
+    async fn take_premade(&mut self, chunk: &TransformedChunk) -> Result<Option<LeanChunk>, WriteError> {
         let Some((made_for, columns)) = chunk.premade() else {
             return Ok(None);
         };
@@ -243,7 +243,7 @@ impl LeanStream<'_> {
         if made_for.len() != names.len() + 1 || !Arc::ptr_eq(&made_for[0], default) {
             return Ok(None);
         }
-        self.resolve(names)?;
+        self.resolve(names).await?;
         let same = names
             .iter()
             .zip(&made_for[1..])
@@ -259,7 +259,7 @@ impl LeanStream<'_> {
     /// Resolves each of `names` (tables a chunk's rows name) not resolved
     /// yet: past [`routing::MAX_TABLES_PER_BATCH`], or where rows may not
     /// go, one cannot be had.
-    fn resolve(&mut self, names: &[String]) -> Result<(), WriteError> {
+    async fn resolve(&mut self, names: &[String]) -> Result<(), WriteError> {
         for name in names {
             if self.resolved.contains_key(name) {
                 continue;
@@ -271,10 +271,9 @@ impl LeanStream<'_> {
                 ))
             } else {
                 let default = self.tables[0].as_ref().expect("the sink's own table");
-                let resolving = self
-                    .writer
-                    .resolve_routed(name, self.default_table, default, self.deadline);
-                tokio::runtime::Handle::current().block_on(resolving)?
+                self.writer
+                    .resolve_routed(name, self.default_table, default, self.deadline)
+                    .await?
             };
             self.resolved.insert(name.clone(), resolved);
         }
@@ -307,8 +306,8 @@ impl LeanStream<'_> {
     /// of the tables it names is not a log table whose batches land whole
     /// (`false`). Rows for a table that cannot be had (or may not be routed
     /// to) dead-letter their message.
-    fn take(&mut self, chunk: Arc<TransformOutput>) -> Result<bool, WriteError> {
-        self.resolve(chunk.rows.tables())?;
+    async fn take(&mut self, chunk: Arc<TransformOutput>) -> Result<bool, WriteError> {
+        self.resolve(chunk.rows.tables()).await?;
         let other_kind = chunk
             .rows
             .tables()

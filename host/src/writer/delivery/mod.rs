@@ -1,20 +1,23 @@
 //! Getting a write acknowledged: acknowledgement waits that refresh the
 //! client's view of a table when they are slow, what an error means, and
 //! one send retried with backoff, all bounded by the call's [`Deadline`]
-//! (rows sent one by one: [`super::row_sends`]; appends of whole Arrow
-//! batches: [`super::append`]). The client's flush only hurries rows out;
+//! (rows sent one by one: [`crate::writer::send::rows`]; appends of whole Arrow
+//! batches: [`crate::writer::send::append`]). The client's flush only hurries rows out;
 //! it races the acknowledgements and is never waited for on its own.
+
+pub(in crate::writer) mod dead_letter;
+pub(in crate::writer) mod failure;
 
 use std::time::{Duration, Instant};
 
 use fluss::client::WriteResultFuture;
 
-use super::failure::{Failure, classify, undelivered, undelivered_after};
-use super::tables::fluss_path;
-use super::{FlussWriter, WriteError};
 use crate::deadline::Deadline;
 use crate::retry::{Loudness, Retries};
 use crate::schema::TablePath;
+use crate::writer::delivery::failure::{Failure, classify, undelivered, undelivered_after};
+use crate::writer::tables::fluss_path;
+use crate::writer::{FlussWriter, WriteError};
 
 /// How long an acknowledgement may take before the writer refreshes the
 /// table's metadata in the client (see `FlussWriter::refresh_table_metadata`).
@@ -25,14 +28,14 @@ const MIN_METADATA_NUDGE: Duration = Duration::from_millis(100);
 
 /// How long an acknowledgement may take before the writer looks for client
 /// connections still without `TCP_NODELAY` (a connection opened for this
-/// very request; see [`super::nodelay`]).
+/// very request; see [`crate::writer::nodelay`]).
 const NODELAY_NUDGE: Duration = Duration::from_millis(10);
 
 /// Waits for `acks`, running `flush` beside it until `acks` is done: the
 /// flush only makes rows leave without waiting for the client's batch
 /// timeout, and one stuck table or bucket must not hold a write that is
 /// otherwise acknowledged.
-pub(super) async fn racing_flush<T>(
+pub(in crate::writer) async fn racing_flush<T>(
     acks: impl Future<Output = T>,
     flush: impl Future<Output = fluss::error::Result<()>>,
 ) -> T {
@@ -46,7 +49,7 @@ pub(super) async fn racing_flush<T>(
 
 impl FlussWriter {
     /// What to do about `error` from a write to `table`.
-    pub(super) async fn failure_of(
+    pub(in crate::writer) async fn failure_of(
         &self,
         table: &TablePath,
         error: &fluss::error::Error,
@@ -73,7 +76,7 @@ impl FlussWriter {
     /// with exponential backoff and jitter, bounded by `max_retries` and
     /// `deadline`. `Ok(Err(reason))` is a permanent refusal. Retries are
     /// logged at warn level when `warn_on_retry`, at debug level otherwise.
-    pub(super) async fn deliver(
+    pub(in crate::writer) async fn deliver(
         &self,
         table: &TablePath,
         what: &str,
@@ -127,7 +130,7 @@ impl FlussWriter {
     /// Waits for `ack` until `deadline` (`None` when it passes), refreshing
     /// the client's metadata of `table` whenever an acknowledgement is slow
     /// to come, and looking once for connections without `TCP_NODELAY`.
-    pub(super) async fn acknowledgement(
+    pub(in crate::writer) async fn acknowledgement(
         &self,
         table: &TablePath,
         ack: WriteResultFuture,
@@ -191,7 +194,7 @@ impl FlussWriter {
     /// answers (a restart of the only one), and that view holds no tables: until
     /// something fetches the table again, new writes fail with "table not
     /// found" and batches already queued are never sent.
-    pub(super) async fn refresh_table_metadata(&self, table: &TablePath, deadline: Deadline) {
+    pub(in crate::writer) async fn refresh_table_metadata(&self, table: &TablePath, deadline: Deadline) {
         let metadata = self.connection.get_metadata();
         match deadline
             .at_most(METADATA_NUDGE)

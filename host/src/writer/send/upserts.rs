@@ -6,17 +6,18 @@
 
 use std::sync::Arc;
 
-use super::failure::undelivered;
-use super::premade::TransformedChunk;
-use super::row_sends::send_keyed;
-use super::tables::{Sink, Table};
-use super::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::rows::TransformOutput;
 use crate::rows::guest_keyed::guest_keyed;
 use crate::rows::keyed::KeyedOutput;
 use crate::schema::TablePath;
+use crate::writer::delivery::failure::undelivered;
+use crate::writer::send::rows::send_keyed;
+use crate::writer::tables::{Sink, Table};
+use crate::writer::writes::chunks::MadeChunks;
+use crate::writer::writes::finished::TransformedChunk;
+use crate::writer::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};
 
 impl FlussWriter {
     /// Whether `path` takes the keyed lean path's rows (see
@@ -56,10 +57,10 @@ impl FlussWriter {
     /// (earlier dead letters are `stage`'s), all before `deadline`. Gives
     /// what became of the messages taken, how many were, and the chunk
     /// handed back. Called within the write's staleness guard.
-    pub(super) async fn write_keyed_chunks(
+    pub(in crate::writer) async fn write_keyed_chunks(
         &self,
         batch: &MessageBatch,
-        chunks: &mut impl Iterator<Item = Arc<TransformedChunk>>,
+        chunks: &mut impl MadeChunks<Chunk = Arc<TransformedChunk>>,
         table: &Table,
         stage: DeadLetterKind,
         deadline: Deadline,
@@ -68,22 +69,20 @@ impl FlussWriter {
         let mut output = KeyedOutput::default();
         let mut misfits = Vec::new();
         let mut held = None;
-        tokio::task::block_in_place(|| {
-            for chunk in chunks {
-                let chunk = chunk.rows.clone();
-                let first = output.outcomes.len();
-                match guest_keyed(&chunk, first, batch, &table.schema, include_metadata) {
-                    Some(made) => {
-                        misfits.extend(made.misfits.iter().map(|&m| first + m as usize));
-                        output.append(made.output);
-                    }
-                    None => {
-                        held = Some(chunk);
-                        break;
-                    }
+        while let Some(chunk) = chunks.next_chunk().await {
+            let chunk = chunk.rows.clone();
+            let first = output.outcomes.len();
+            match guest_keyed(&chunk, first, batch, &table.schema, include_metadata) {
+                Some(made) => {
+                    misfits.extend(made.misfits.iter().map(|&m| first + m as usize));
+                    output.append(made.output);
+                }
+                None => {
+                    held = Some(chunk);
+                    break;
                 }
             }
-        });
+        }
         let taken = output.outcomes.len();
         if taken == 0 {
             return Ok((WriteReport::default(), 0, held));

@@ -5,17 +5,17 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::tables::{Table, fluss_path};
-use super::{DeadLetterKind, FlussWriter, WriteError};
 use crate::deadline::Deadline;
 use crate::rows::{MessageOutcome, TransformOutput};
+use crate::writer::tables::{Table, fluss_path};
+use crate::writer::{DeadLetterKind, FlussWriter, WriteError};
 
 impl FlussWriter {
     /// The partition of each of `output`'s rows (`None` for a row of an
     /// unpartitioned table), in row order. Messages with a row that belongs
     /// to no partition, or to one that cannot be had, are dead-lettered in
     /// `output` (their kind set in `kinds`).
-    pub(super) async fn place_in_partitions<'t>(
+    pub(in crate::writer) async fn place_in_partitions<'t>(
         &self,
         output: &mut TransformOutput,
         kinds: &mut [DeadLetterKind],
@@ -70,7 +70,7 @@ impl FlussWriter {
     /// where the sink may. Returns, for each partition that cannot be had,
     /// why (its rows dead-letter); `Err` when Fluss did not answer in time
     /// or failed for a reason that may pass.
-    pub(super) async fn ensure_partitions(
+    pub(in crate::writer) async fn ensure_partitions(
         &self,
         table: &Table,
         names: &HashSet<String>,
@@ -126,7 +126,10 @@ impl FlussWriter {
                     tracing::info!(table = %path, partition = %name, "created partition");
                     partitioning.remember([name.clone()]);
                 }
-                Err(e) if super::failure::classify(&e) == super::failure::Failure::Permanent => {
+                Err(e)
+                    if crate::writer::delivery::failure::classify(&e)
+                        == crate::writer::delivery::failure::Failure::Permanent =>
+                {
                     refused.insert(
                         name.clone(),
                         format!("Fluss refused to create partition `{name}` of {path}: {e}"),

@@ -5,12 +5,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::partitions::RowPartitions;
 use crate::schema::TablePath;
+use crate::writer::partitions::RowPartitions;
 
 /// Where the rows of one chunk go on a partitioned table.
 #[derive(Debug, Default, PartialEq)]
-pub(super) struct Placement {
+pub(in crate::writer) struct Placement {
     /// Each partition's rows (indexes into the chunk), partitions in order of
     /// first appearance, rows in order.
     pub groups: Vec<(String, Vec<u32>)>,
@@ -23,7 +23,7 @@ pub(super) struct Placement {
 /// it has none), `messages[i]` is row i's message. A message with a row
 /// that has no partition, or one in a partition `refused` (with the
 /// reason), is unplaced whole: none of its rows are in any group.
-pub(super) fn place(
+pub(in crate::writer) fn place(
     partitions: &RowPartitions,
     messages: &[u32],
     refused: &HashMap<String, String>,

@@ -2,6 +2,8 @@
 //! schema, the fluss-rs writer), created when the config declares them, and
 //! routed tables resolved by name.
 
+pub(in crate::writer) mod routing;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -9,20 +11,20 @@ use arrow::datatypes::SchemaRef;
 use fluss::client::AppendWriter;
 use fluss::metadata::{DataTypes, Schema as FlussSchema, TableDescriptor, TablePath as FlussPath};
 
-use super::partial::KeyedSink;
-use super::partitions::Partitioning;
-use super::{FlussWriter, WriteError};
 use crate::deadline::Deadline;
 use crate::schema::{Column, DataType, TablePath, TableSchema};
+use crate::writer::partitions::Partitioning;
+use crate::writer::send::partial::KeyedSink;
+use crate::writer::{FlussWriter, WriteError};
 
 /// The fluss-rs writer of one table.
-pub(super) enum Sink {
+pub(in crate::writer) enum Sink {
     Log(AppendWriter),
     Keyed(Box<KeyedSink>),
 }
 
 /// An open table.
-pub(super) struct Table {
+pub(in crate::writer) struct Table {
     pub schema: TableSchema,
     pub arrow_schema: SchemaRef,
     pub sink: Sink,
@@ -37,18 +39,18 @@ impl Table {
     /// Whether the lean path's Arrow columns can be appended here: a log
     /// table whose batches land whole (partitioned or not: a partitioned
     /// table's are cut by partition first).
-    pub(super) fn takes_columns(&self) -> bool {
+    pub(in crate::writer) fn takes_columns(&self) -> bool {
         matches!(self.sink, Sink::Log(_)) && self.whole_batches
     }
 
     /// Whether the keyed lean path's rows can be written here: an
     /// unpartitioned primary-key table.
-    pub(super) fn takes_keyed_rows(&self) -> bool {
+    pub(in crate::writer) fn takes_keyed_rows(&self) -> bool {
         matches!(self.sink, Sink::Keyed(_)) && self.partitioning.is_none()
     }
 }
 
-pub(super) fn fluss_path(path: &TablePath) -> FlussPath {
+pub(in crate::writer) fn fluss_path(path: &TablePath) -> FlussPath {
     FlussPath::new(path.database.clone(), path.table.clone())
 }
 
@@ -150,7 +152,11 @@ impl FlussWriter {
 
     /// The open table at `path`, opened now if it was not yet. The RPC runs
     /// outside the tables lock, so one slow table delays no other.
-    pub(super) async fn table(&self, path: &TablePath, deadline: Deadline) -> Result<Arc<Table>, WriteError> {
+    pub(in crate::writer) async fn table(
+        &self,
+        path: &TablePath,
+        deadline: Deadline,
+    ) -> Result<Arc<Table>, WriteError> {
         if let Some(t) = self.tables.lock().await.get(path) {
             return Ok(t.clone());
         }
@@ -161,13 +167,13 @@ impl FlussWriter {
     }
 
     /// The table at `path` if it is open already (never waits for Fluss).
-    pub(super) async fn open_table_now(&self, path: &TablePath) -> Option<Arc<Table>> {
+    pub(in crate::writer) async fn open_table_now(&self, path: &TablePath) -> Option<Arc<Table>> {
         self.tables.lock().await.get(path).cloned()
     }
 
     /// The open tables rows may be routed to now (see
-    /// [`super::routing::Router::refusal`]), by path.
-    pub(super) async fn routable_open_tables(&self) -> Vec<(TablePath, Arc<Table>)> {
+    /// [`crate::writer::tables::routing::Router::refusal`]), by path.
+    pub(in crate::writer) async fn routable_open_tables(&self) -> Vec<(TablePath, Arc<Table>)> {
         let open: Vec<(TablePath, Arc<Table>)> = (self.tables.lock().await.iter())
             .map(|(path, table)| (path.clone(), table.clone()))
             .collect();
@@ -249,7 +255,7 @@ impl FlussWriter {
     /// Resolves a routed table: opens it, or creates it like `template` when
     /// `auto_create_table` is on. `Ok(Err(reason))`: the table cannot be had
     /// (its rows dead-letter); `Err`: the deadline passed first.
-    pub(super) async fn resolve(
+    pub(in crate::writer) async fn resolve(
         &self,
         path: &TablePath,
         template: &TableSchema,

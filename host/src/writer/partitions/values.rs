@@ -10,7 +10,7 @@ use fluss_row_codec::Cell;
 use crate::schema::DataType;
 
 /// Row `row` of an Arrow column of a partition key, as a cell.
-pub(super) fn arrow_cell(array: &ArrayRef, row: usize) -> Result<Cell<'_>, String> {
+pub(in crate::writer) fn arrow_cell(array: &ArrayRef, row: usize) -> Result<Cell<'_>, String> {
     use arrow::array::{AsArray, types as t};
     use arrow::datatypes::{DataType as A, TimeUnit};
     if array.is_null(row) {
@@ -53,7 +53,7 @@ pub(super) fn arrow_cell(array: &ArrayRef, row: usize) -> Result<Cell<'_>, Strin
 
 /// A partition-key cell as Fluss writes it in a partition name. Types that
 /// cannot key a partition, and NULL, are refused.
-pub(super) fn partition_value(cell: Cell<'_>, data_type: DataType) -> Result<String, String> {
+pub(in crate::writer) fn partition_value(cell: Cell<'_>, data_type: DataType) -> Result<String, String> {
     use DataType as T;
     Ok(match (cell, data_type) {
         (Cell::Null, _) => return Err("the value is NULL, and a partition key cannot be".into()),

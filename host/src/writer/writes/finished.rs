@@ -15,13 +15,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::FlussWriter;
-use super::tables::Table;
 use crate::batch::MessageBatch;
 use crate::rows::TransformOutput;
 use crate::rows::columns::ColumnOutput;
 use crate::rows::guest_columns::{LeanRoutes, LeanTable, guest_columns};
 use crate::schema::TablePath;
+use crate::writer::FlussWriter;
+use crate::writer::tables::Table;
 
 /// A transform's rows for one chunk of a batch's messages, with the lean
 /// path's columns of them when those were made beside the rows.
@@ -52,7 +52,7 @@ impl std::fmt::Debug for TransformedChunk {
 impl TransformedChunk {
     /// The columns of the rows, when they were made, with the tables they
     /// were made for by the rows' table index (0: the sink's own).
-    pub(super) fn premade(&self) -> Option<(&[Arc<Table>], &ColumnOutput)> {
+    pub(in crate::writer) fn premade(&self) -> Option<(&[Arc<Table>], &ColumnOutput)> {
         self.columns
             .as_ref()
             .map(|(tables, columns)| (tables.as_slice(), columns))

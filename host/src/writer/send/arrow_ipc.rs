@@ -13,14 +13,14 @@ use arrow::datatypes::SchemaRef;
 use arrow::ipc::reader::StreamReader;
 use arrow::record_batch::RecordBatch;
 
-use super::tables::Sink;
-use super::{DeadLetterKind, FlussWriter, WriteError, WriteReport, delivery};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::schema::TablePath;
+use crate::writer::tables::Sink;
+use crate::writer::{DeadLetterKind, FlussWriter, WriteError, WriteReport, delivery};
 
 /// The rows of one IPC stream payload, fitted to `table`, as one batch.
-pub(super) fn decode(payload: &[u8], table: &SchemaRef) -> Result<RecordBatch, String> {
+pub(in crate::writer) fn decode(payload: &[u8], table: &SchemaRef) -> Result<RecordBatch, String> {
     let reader = StreamReader::try_new(Cursor::new(payload), None)
         .map_err(|e| format!("payload is not an Arrow IPC stream: {e}"))?;
     let mut out = Vec::new();

@@ -2,7 +2,7 @@
 //! mapping or from a transform's rows) appended to a log table whose
 //! batches land whole. Made rows are sent once they hold [`SEND_AT_LEAST`]
 //! bytes, or at once when the next chunk is not made yet (rows are never
-//! held while the writer waits: see [`super::made`]), and the last ones at
+//! held while the writer waits: see [`crate::writer::writes::chunks`]), and the last ones at
 //! the end. On a partitioned table each chunk is cut by partition first
 //! (fluss-rs takes an Arrow batch's partition from its first row), the
 //! partitions its rows need are made sure of, and each partition's rows go
@@ -16,17 +16,17 @@ use fluss::client::AppendWriter;
 
 use arrow::record_batch::RecordBatch;
 
-use super::append::{APPEND_BYTES, AppendRows, Sent, append_parts};
-use super::made::{MadeChunks, MapMade};
-use super::partitions::Partitioning;
-use super::placement::place;
-use super::tables::{Sink, Table};
-use super::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::rows::MessageOutcome;
 use crate::rows::columns::{ColumnOutput, ColumnRows};
 use crate::schema::TablePath;
+use crate::writer::partitions::Partitioning;
+use crate::writer::partitions::placement::place;
+use crate::writer::send::append::{APPEND_BYTES, AppendRows, Sent, append_parts};
+use crate::writer::tables::{Sink, Table};
+use crate::writer::writes::chunks::{MadeChunks, MapMade};
+use crate::writer::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};
 
 /// The fewest bytes of made rows a lane sends at once (but the last ones).
 /// fluss-rs compresses each appended Arrow batch on its own (the tables'
@@ -96,7 +96,7 @@ fn log_writer(table: &Table) -> &AppendWriter {
 }
 
 /// One chunk of a lean write, in message order after the chunks before it.
-pub(super) struct LeanChunk {
+pub(in crate::writer) struct LeanChunk {
     /// The chunk's messages: their outcomes and their rows' columns.
     pub columns: ColumnOutput,
     /// The kind of each of the chunk's dead letters so far.
@@ -131,7 +131,7 @@ impl FlussWriter {
     pub async fn write_columns_within(
         &self,
         batch: &MessageBatch,
-        chunks: impl MadeChunks<Item = ColumnOutput>,
+        chunks: impl MadeChunks<Chunk = ColumnOutput>,
         path: &TablePath,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
@@ -154,10 +154,10 @@ impl FlussWriter {
     /// log tables whose batches land whole, each chunk naming the tables so
     /// far; a chunk that is an error ends the write with it once what was
     /// sent is settled or forgotten.
-    pub(super) async fn write_column_chunks(
+    pub(in crate::writer) async fn write_column_chunks(
         &self,
         batch: &MessageBatch,
-        mut chunks: impl MadeChunks<Item = Result<LeanChunk, WriteError>>,
+        mut chunks: impl MadeChunks<Chunk = Result<LeanChunk, WriteError>>,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
         let mut output = ColumnOutput::default();
@@ -166,22 +166,22 @@ impl FlussWriter {
         let mut unplaced = Vec::new();
         let written = async {
             let mut lanes: Vec<Option<Lane>> = Vec::new();
-            tokio::task::block_in_place(|| {
-                while let Some(chunk) = chunks.next() {
-                    let chunk = chunk?;
-                    for table in &chunk.tables[lanes.len().min(chunk.tables.len())..] {
-                        lanes.push(table.clone().map(Lane::of).transpose()?);
-                    }
-                    tables = chunk.tables;
-                    output.append(chunk.columns);
-                    kinds.extend(chunk.kinds);
-                    // Rows are held for the next chunk only when it is made.
-                    let least = if chunks.next_is_made() { SEND_AT_LEAST } else { 0 };
-                    self.send_lanes(&mut lanes, &output, least, &mut unplaced, deadline)?;
+            while let Some(chunk) = chunks.next_chunk().await {
+                let chunk = chunk?;
+                for table in &chunk.tables[lanes.len().min(chunk.tables.len())..] {
+                    lanes.push(table.clone().map(Lane::of).transpose()?);
                 }
-                // The last rows, however few.
-                self.send_lanes(&mut lanes, &output, 0, &mut unplaced, deadline)
-            })?;
+                tables = chunk.tables;
+                output.append(chunk.columns);
+                kinds.extend(chunk.kinds);
+                // Rows are held for the next chunk only when it is made.
+                let least = if chunks.next_is_made() { SEND_AT_LEAST } else { 0 };
+                self.send_lanes(&mut lanes, &output, least, &mut unplaced, deadline)
+                    .await?;
+            }
+            // The last rows, however few.
+            self.send_lanes(&mut lanes, &output, 0, &mut unplaced, deadline)
+                .await?;
             let mut failures = Vec::new();
             for (i, lane) in lanes.into_iter().enumerate() {
                 let (Some(lane), Some(rows)) = (lane, output.table_rows(i as u16)) else {
@@ -227,7 +227,7 @@ impl FlussWriter {
 
     /// Sends each lane's rows of `output` not sent yet, when they hold at
     /// least `bytes` bytes.
-    fn send_lanes(
+    async fn send_lanes(
         &self,
         lanes: &mut [Option<Lane>],
         output: &ColumnOutput,
@@ -244,7 +244,7 @@ impl FlussWriter {
                 continue;
             }
             lane.unsent = made.end;
-            self.send_lane(lane, rows, made, unplaced, deadline)?;
+            self.send_lane(lane, rows, made, unplaced, deadline).await?;
         }
         Ok(())
     }
@@ -252,7 +252,7 @@ impl FlussWriter {
     /// Sends the rows `made` of `rows`, a lane's: as they are on an
     /// unpartitioned table, cut by partition on a partitioned one (messages
     /// that cannot be placed are added to `unplaced`).
-    fn send_lane(
+    async fn send_lane(
         &self,
         lane: &mut Lane,
         rows: &ColumnRows,
@@ -262,20 +262,37 @@ impl FlussWriter {
     ) -> Result<(), WriteError> {
         let table = lane.table.clone();
         let path = &table.schema.path;
+        let writer = log_writer(&table);
         let Some(partitioning) = &table.partitioning else {
-            return self.send_parts(path, log_writer(&table), rows, made, deadline, &mut lane.sent);
+            let send = || self.send_parts(path, writer, rows, made, deadline, &mut lane.sent);
+            return self.sending(send);
         };
         if made.is_empty() {
             return Ok(());
         }
-        let split = self.split_by_partition(&table, partitioning, rows, made, unplaced, deadline);
-        for part in tokio::runtime::Handle::current().block_on(split)? {
-            let mut sent = Sent::default();
-            let all = 0..part.messages.len();
-            self.send_parts(path, log_writer(&table), &part, all, deadline, &mut sent)?;
-            lane.by_partition.push((part, sent));
+        let parts = self
+            .split_by_partition(&table, partitioning, rows, made, unplaced, deadline)
+            .await?;
+        self.sending(|| {
+            for part in parts {
+                let mut sent = Sent::default();
+                let all = 0..part.messages.len();
+                self.send_parts(path, writer, &part, all, deadline, &mut sent)?;
+                lane.by_partition.push((part, sent));
+            }
+            Ok(())
+        })
+    }
+
+    /// Runs `send` (appends), off the runtime's worker when an append may
+    /// wait for room in the client's buffer (see
+    /// [`FlussWriter::append_may_wait`]).
+    fn sending<T>(&self, send: impl FnOnce() -> T) -> T {
+        if self.append_may_wait() {
+            tokio::task::block_in_place(send)
+        } else {
+            send()
         }
-        Ok(())
     }
 
     /// Awaits the acknowledgements of what `lane` sent of `rows`, adding the

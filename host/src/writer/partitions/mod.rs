@@ -1,12 +1,16 @@
 //! Partitioned tables: the partition each row belongs to (named the way
 //! Fluss and fluss-rs name it: the partition-key values joined by `$`) and
-//! which partitions are known to exist (`partition_catalog` asks Fluss and
+//! which partitions are known to exist (`catalog` asks Fluss and
 //! creates the missing ones).
 //!
 //! fluss-rs takes the partition of an appended Arrow batch from its first
 //! row, and a row for a partition that does not exist waits in its buffer
 //! for good; so the writer groups rows by partition and makes sure each
 //! group's partition exists before it sends.
+
+pub(in crate::writer) mod catalog;
+pub(in crate::writer) mod placement;
+pub(in crate::writer) mod values;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -15,12 +19,12 @@ use arrow::record_batch::RecordBatch;
 use fluss::metadata::{PartitionSpec, TablePath as FlussPath};
 use fluss_row_codec::{Cell, RowView};
 
-use super::partition_values::{arrow_cell, partition_value};
 use crate::schema::{DataType, TableSchema};
+use crate::writer::partitions::values::{arrow_cell, partition_value};
 
 /// The partitions of an Arrow batch's rows.
 #[derive(Debug, Default, PartialEq)]
-pub(super) struct RowPartitions {
+pub(in crate::writer) struct RowPartitions {
     /// Each partition the rows belong to (or why rows belong to none), in
     /// order of first appearance.
     pub names: Vec<Result<String, String>>,
@@ -29,7 +33,7 @@ pub(super) struct RowPartitions {
 }
 
 /// What the writer knows about a partitioned table's partitions.
-pub(super) struct Partitioning {
+pub(in crate::writer) struct Partitioning {
     /// Each partition key's column index, name and type, in key order.
     keys: Vec<(usize, String, DataType)>,
     /// Fluss creates this table's partitions itself (auto-partitioning).
@@ -44,7 +48,7 @@ impl Partitioning {
     /// The partitioning of `schema`, if it is partitioned. `create_missing`
     /// is the `auto_create_partitions` option; left out, the sink creates
     /// partitions unless Fluss does (auto-partitioning).
-    pub(super) fn of(
+    pub(in crate::writer) fn of(
         schema: &TableSchema,
         auto_partitioned: bool,
         create_missing: Option<bool>,
@@ -73,14 +77,14 @@ impl Partitioning {
     }
 
     /// The name of the partition `row` belongs to, or why it belongs to none.
-    pub(super) fn partition_of(&self, row: &RowView<'_>) -> Result<String, String> {
+    pub(in crate::writer) fn partition_of(&self, row: &RowView<'_>) -> Result<String, String> {
         self.name_with(|index| Ok(row.cells().nth(index)))
     }
 
     /// The partitions of an Arrow batch's rows: each key column compared
     /// row to row (arrow's `partition` kernel), and a partition named once
     /// for each run of rows with equal keys, not for every row.
-    pub(super) fn partitions(&self, batch: &RecordBatch) -> RowPartitions {
+    pub(in crate::writer) fn partitions(&self, batch: &RecordBatch) -> RowPartitions {
         let rows = batch.num_rows();
         let keys: Vec<_> = self
             .keys
@@ -110,7 +114,7 @@ impl Partitioning {
 
     /// The rows of an Arrow batch of the table grouped by partition, in
     /// order of first appearance.
-    pub(super) fn split(&self, batch: &RecordBatch) -> Result<Vec<(String, RecordBatch)>, String> {
+    pub(in crate::writer) fn split(&self, batch: &RecordBatch) -> Result<Vec<(String, RecordBatch)>, String> {
         let RowPartitions { names, of_row } = self.partitions(batch);
         if let Some(entry) = names.iter().position(Result::is_err) {
             let row = of_row
@@ -167,27 +171,27 @@ impl Partitioning {
 
     /// Forgets which partitions exist (one may have been dropped, or expired
     /// by Fluss's retention): the next write lists them again.
-    pub(super) fn forget(&self) {
+    pub(in crate::writer) fn forget(&self) {
         self.known.lock().expect("partition set poisoned").clear();
     }
 
     /// Whether the sink creates partitions that do not exist.
-    pub(super) fn creates_missing(&self) -> bool {
+    pub(in crate::writer) fn creates_missing(&self) -> bool {
         self.create_missing
     }
 
     /// Whether Fluss creates this table's partitions itself.
-    pub(super) fn is_auto_partitioned(&self) -> bool {
+    pub(in crate::writer) fn is_auto_partitioned(&self) -> bool {
         self.auto_partitioned
     }
 
     /// Notes that `names` exist.
-    pub(super) fn remember(&self, names: impl IntoIterator<Item = String>) {
+    pub(in crate::writer) fn remember(&self, names: impl IntoIterator<Item = String>) {
         self.known.lock().expect("partition set poisoned").extend(names);
     }
 
     /// The spec Fluss's admin API takes for partition `name`.
-    pub(super) fn spec(&self, name: &str) -> PartitionSpec {
+    pub(in crate::writer) fn spec(&self, name: &str) -> PartitionSpec {
         let map: HashMap<String, String> = self
             .keys
             .iter()
@@ -198,7 +202,10 @@ impl Partitioning {
     }
 
     /// Those of `names` not known to exist.
-    pub(super) fn unknown<'n>(&self, names: impl IntoIterator<Item = &'n String>) -> Vec<&'n String> {
+    pub(in crate::writer) fn unknown<'n>(
+        &self,
+        names: impl IntoIterator<Item = &'n String>,
+    ) -> Vec<&'n String> {
         let known = self.known.lock().expect("partition set poisoned");
         names.into_iter().filter(|n| !known.contains(*n)).collect()
     }
