@@ -22,8 +22,8 @@ fn cell_json(cell: Cell<'_>) -> Option<Value> {
         Cell::Double(n) => n.into(),
         Cell::String(s) | Cell::Decimal(s) => s.into(),
         Cell::Bytes(b) => base64::engine::general_purpose::STANDARD.encode(b).into(),
-        Cell::Date(days) => chrono::NaiveDate::from_num_days_from_ce_opt(days + 719_163)
-            .map_or(Value::from(days), |d| d.to_string().into()),
+        Cell::Date(days) => chrono::DateTime::from_timestamp(i64::from(days) * 86_400, 0)
+            .map_or(Value::from(days), |t| t.date_naive().to_string().into()),
         Cell::Time(ms) => chrono::NaiveTime::from_num_seconds_from_midnight_opt(
             (ms / 1000) as u32,
             (ms % 1000) as u32 * 1_000_000,
@@ -138,6 +138,7 @@ mod tests {
     fn cells_render_as_json_a_reader_expects() {
         let shown = |cell| cell_json(cell).unwrap();
         assert_eq!(shown(Cell::Date(19_723)), json!("2024-01-01"));
+        assert_eq!(shown(Cell::Date(-1)), json!("1969-12-31"), "days before 1970 too");
         assert_eq!(shown(Cell::Time(3_723_004)), json!("01:02:03.004"));
         assert_eq!(
             shown(Cell::Timestamp(1_704_067_200_000_001)),
