@@ -156,6 +156,16 @@ fn post(path: &str, token: Option<&str>, body: Value) -> Result<Value, String> {
     Ok(serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
+fn get(path: &str, token: &str) -> Result<Value, String> {
+    let mut response = crate::http()
+        .get(format!("{HTTP}{path}"))
+        .header("Authorization", format!("Bearer {token}"))
+        .call()
+        .map_err(|e| e.to_string())?;
+    let text = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
+    serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))
+}
+
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
@@ -284,6 +294,27 @@ impl Server {
     /// Produces JSON orders `0..count`; see [`Server::produce_orders`].
     pub fn produce(&self, count: u64) {
         self.produce_orders(0, count);
+    }
+
+    /// Waits until consumer group `group` of the topic has `members`
+    /// members, as the server counts them; panics after 60 s.
+    pub fn wait_for_group_members(&self, group: &str, members: u64) {
+        let path = format!(
+            "/streams/{}/topics/{}/consumer-groups/{group}",
+            self.stream, self.topic
+        );
+        let started = Instant::now();
+        loop {
+            let seen = get(&path, &self.token);
+            if matches!(&seen, Ok(details) if details["members_count"].as_u64() == Some(members)) {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "consumer group {group} never had {members} members: {seen:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 

@@ -296,7 +296,7 @@ columns = [
         &connector,
         &spool_of("runtime-b"),
     );
-    std::thread::sleep(Duration::from_secs(2)); // both in the group
+    server.wait_for_group_members(&connector.consumer_group, 2);
     const TOTAL: u64 = 8_000;
     let messages: Vec<Outgoing> = (0..TOTAL)
         .map(|i| {
