@@ -1,6 +1,8 @@
 //! The sink's own CPU per row on the JSON path, without Fluss: JSON payloads
 //! to rows, rows to the Arrow batch the writer appends, and the two
-//! together (the encoded path of routed tables and dead letters), against JSON straight to
+//! together (the encoded path of routed tables and dead letters; rows to
+//! Arrow also with arrow's own `make_builder` builders, `rows_to_arrow_make_builder`),
+//! against JSON straight to
 //! Arrow columns in one pass (the lean path of log tables: the quick reader
 //! of flat objects first, then sonic-rs, the native default, or serde_json,
 //! the guests' parser; and each parser alone), at ~110 B, ~400 B and ~2 KB
@@ -21,7 +23,9 @@ use fluss_row_codec::json::JsonParser;
 use iggy_connector_fluss_sink::JsonMapping;
 use iggy_connector_fluss_sink::test_support::ColumnMapping;
 use iggy_connector_fluss_sink::test_support::decode;
-use iggy_connector_fluss_sink::test_support::{arrow_schema_of, to_record_batch};
+use iggy_connector_fluss_sink::test_support::{
+    arrow_schema_of, to_record_batch, to_record_batch_with_arrow_builders,
+};
 use iggy_connector_fluss_sink::{MessageBatch, Source, TablePath};
 
 const SIZES: [(&str, usize); 3] = [("110B", 100), ("400B", 400), ("2KB", 2048)];
@@ -59,6 +63,18 @@ fn row_path(c: &mut Criterion) {
         });
         group.bench_function(BenchmarkId::new("rows_to_arrow", ROWS), |b| {
             b.iter(|| black_box(to_record_batch(black_box(&mapped), &schema, &arrow_schema).unwrap()))
+        });
+        assert_eq!(
+            to_record_batch_with_arrow_builders(&mapped, &schema, &arrow_schema).unwrap(),
+            to_record_batch(&mapped, &schema, &arrow_schema).unwrap(),
+            "arrow's builders make the same batch as the sink's"
+        );
+        group.bench_function(BenchmarkId::new("rows_to_arrow_make_builder", ROWS), |b| {
+            b.iter(|| {
+                black_box(
+                    to_record_batch_with_arrow_builders(black_box(&mapped), &schema, &arrow_schema).unwrap(),
+                )
+            })
         });
         group.bench_function(BenchmarkId::new("json_to_arrow", ROWS), |b| {
             b.iter(|| {

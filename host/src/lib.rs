@@ -76,6 +76,18 @@ pub mod test_support {
         crate::writer::to_record_batch(output, schema, arrow_schema)
     }
 
+    /// [`to_record_batch`] made with arrow's own `make_builder` builders
+    /// instead of the sink's typed ones, for the `row_path` bench to compare
+    /// (the bench table's types only: BIGINT, STRING, DECIMAL, TIMESTAMP(6)).
+    pub fn to_record_batch_with_arrow_builders(
+        output: &TransformOutput,
+        schema: &TableSchema,
+        arrow_schema: &SchemaRef,
+    ) -> Result<RecordBatch, String> {
+        let rows = crate::writer::own_table_rows(output);
+        crate::rows::to_fluss::record_batch_with_arrow_builders(&rows, schema, arrow_schema)
+    }
+
     /// `transform`'s rows of `batch` in the lean path's Arrow columns of
     /// `schema`'s log table (`arrow_schema` its Arrow form), as a chunk's
     /// task makes them: put in the columns as they are read from the

@@ -48,7 +48,10 @@ fn scale_micros(micros: i64, unit: &TimeUnit) -> i64 {
     }
 }
 
-/// The builder of one Arrow column, fed one cell at a time.
+/// The builder of one Arrow column, fed one cell at a time. Kept instead of
+/// arrow's own `make_builder`: a typed builder per column, matched once a
+/// cell, is faster than a `dyn ArrayBuilder` downcast at every cell (the
+/// `row_path` bench's `rows_to_arrow_make_builder`, `docs/benchmarks.md`).
 pub(crate) enum ColumnBuilder {
     Boolean(BooleanBuilder),
     Int8(Int8Builder),
@@ -305,4 +308,68 @@ pub(crate) fn datum(cell: Cell<'_>, column: &Column) -> Result<Datum<'static>, S
             ));
         }
     })
+}
+
+/// [`record_batch`] made with arrow's own builders (`make_builder`, each
+/// cell appended through a downcast to its column's builder), for the
+/// `row_path` bench to measure against [`ColumnBuilder`]. Covers the types
+/// of the bench's table: BIGINT, STRING, DECIMAL and TIMESTAMP(6).
+#[cfg(feature = "test-support")]
+pub(crate) fn record_batch_with_arrow_builders(
+    rows: &[RowView<'_>],
+    schema: &TableSchema,
+    arrow_schema: &SchemaRef,
+) -> Result<RecordBatch, String> {
+    use arrow::array::{ArrayBuilder, make_builder};
+
+    fn builder<T: 'static>(b: &mut Box<dyn ArrayBuilder>) -> &mut T {
+        b.as_any_mut()
+            .downcast_mut::<T>()
+            .expect("make_builder made this column's builder")
+    }
+    let mut builders: Vec<Box<dyn ArrayBuilder>> = arrow_schema
+        .fields()
+        .iter()
+        .map(|field| make_builder(field.data_type(), rows.len()))
+        .collect();
+    for row in rows {
+        for ((cell, b), column) in row.cells().zip(&mut builders).zip(&schema.columns) {
+            let null = matches!(cell, Cell::Null);
+            match (column.data_type, cell) {
+                (DataType::BigInt, _) => builder::<Int64Builder>(b).append_option(as_i64(cell)),
+                (DataType::String, Cell::String(s)) => builder::<StringBuilder>(b).append_value(s),
+                (DataType::String, _) if null => builder::<StringBuilder>(b).append_null(),
+                (DataType::Decimal(p, s), Cell::Decimal(text)) => {
+                    builder::<Decimal128Builder>(b).append_value(decimal_unscaled(text, p, s)?)
+                }
+                (DataType::Decimal(..), _) if null => builder::<Decimal128Builder>(b).append_null(),
+                (DataType::Timestamp(6), _) => {
+                    builder::<TimestampMicrosecondBuilder>(b).append_option(as_i64(cell))
+                }
+                (other, cell) => {
+                    return Err(format!(
+                        "column `{}`: a {} cell in a {other} column is outside the comparison",
+                        column.name,
+                        cell.type_name()
+                    ));
+                }
+            }
+        }
+    }
+    let columns = builders
+        .iter_mut()
+        .zip(arrow_schema.fields())
+        .map(|(b, field)| match field.data_type() {
+            ArrowType::Decimal128(p, s) => {
+                let array = builder::<Decimal128Builder>(b).finish();
+                Ok(Arc::new(
+                    array
+                        .with_precision_and_scale(*p, *s)
+                        .map_err(|e| e.to_string())?,
+                ) as ArrayRef)
+            }
+            _ => Ok(b.finish()),
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    RecordBatch::try_new(arrow_schema.clone(), columns).map_err(|e| e.to_string())
 }

@@ -61,13 +61,18 @@ pub(crate) fn to_record_batch(
     schema: &TableSchema,
     arrow_schema: &arrow::datatypes::SchemaRef,
 ) -> Result<arrow::record_batch::RecordBatch, String> {
-    let rows: Vec<RowView<'_>> = output
+    crate::rows::to_fluss::record_batch(&own_table_rows(output), schema, arrow_schema)
+}
+
+/// `output`'s rows of the sink's own table.
+#[cfg(any(test, feature = "test-support"))]
+pub(crate) fn own_table_rows(output: &TransformOutput) -> Vec<RowView<'_>> {
+    output
         .rows
         .iter()
         .filter(|(e, _)| e.table == 0)
         .map(|(_, row)| row)
-        .collect();
-    crate::rows::to_fluss::record_batch(&rows, schema, arrow_schema)
+        .collect()
 }
 
 /// What became of a batch's messages.
