@@ -232,9 +232,10 @@ mod tests {
         let (r, m) = (running.clone(), most.clone());
         let mut chunks = ChunkStream::new(batch(7), 2, move |chunk| {
             m.fetch_max(r.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
-            if chunk.get(0).offset == 0 {
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            // Every chunk takes a while, so that a third allowed at once
+            // would overlap the two running.
+            let ms = if chunk.get(0).offset == 0 { 50 } else { 20 };
+            std::thread::sleep(Duration::from_millis(ms));
             r.fetch_sub(1, Ordering::SeqCst);
             offsets(chunk)
         })
