@@ -30,6 +30,11 @@ pub(super) struct ChunkLost {
     pub source: JoinError,
 }
 
+/// How many chunks a [`ChunkStream`] of `messages` in chunks of `size` has.
+pub(super) fn chunk_count(messages: usize, size: usize) -> usize {
+    messages.div_ceil(size.max(1))
+}
+
 /// The chunks of one batch, made ahead on the blocking pool, taken in order.
 /// A chunk starts as soon as one of the running ones ends (whichever it is)
 /// while its taker waits, so that no core idles behind a slow chunk.

@@ -15,7 +15,7 @@ use futures::future::{BoxFuture, Shared};
 use tokio::sync::oneshot;
 
 use super::PipelineError;
-use super::chunks::ChunkStream;
+use super::chunks::{ChunkStream, chunk_count};
 use super::stage::RowStage;
 use crate::batch::{MessageBatch, PayloadSchema};
 use crate::metrics::InstanceMetrics;
@@ -45,10 +45,9 @@ impl RowsInMaking {
         metrics: Arc<InstanceMetrics>,
     ) -> Self {
         let faults_before = stage.faults();
-        let (count, size) = (batch.len(), size.max(1));
         let mut senders = Vec::new();
         let mut chunks = Vec::new();
-        for _ in (0..count).step_by(size) {
+        for _ in 0..chunk_count(batch.len(), size) {
             let (sender, receiver) = oneshot::channel::<ChunkRows>();
             senders.push(sender);
             let rows = receiver.map(|r| r.unwrap_or_else(|_| Err(Arc::new(gone()))));
