@@ -315,6 +315,20 @@ impl MessageBatch {
         (0..self.len()).map(|i| self.get(i))
     }
 
+    /// Appends every message of `other` (the next messages of the same
+    /// source); on `BatchTooLarge` this batch is left as it was.
+    pub fn extend_from(&mut self, other: &MessageBatch) -> Result<(), BatchTooLarge> {
+        if u32::try_from(self.payloads.len() + other.payloads.len()).is_err()
+            || u32::try_from(self.headers.len() + other.headers.len()).is_err()
+        {
+            return Err(BatchTooLarge);
+        }
+        for m in other.iter() {
+            self.push(m.offset, m.id, m.timestamp, m.payload, m.headers.iter().cloned())?;
+        }
+        Ok(())
+    }
+
     /// Messages `range`: their payloads and headers shared with this
     /// batch, the rest copied.
     pub fn slice(&self, range: Range<usize>) -> MessageBatch {
@@ -379,6 +393,19 @@ mod tests {
         assert_eq!(m.headers.len(), 1);
         assert_eq!(m.headers[0].key, "k3");
         assert!(b.get(2).headers.is_empty());
+    }
+
+    #[test]
+    fn a_batch_extended_by_another_reads_as_both_in_order() {
+        let (whole, mut joined) = (batch(), batch().slice(0..2));
+        joined.extend_from(&whole.slice(2..5)).unwrap();
+        assert_eq!(joined.len(), 5);
+        for (a, b) in joined.iter().zip(whole.iter()) {
+            assert_eq!(
+                (a.offset, a.id, a.timestamp, a.payload, a.headers),
+                (b.offset, b.id, b.timestamp, b.payload, b.headers)
+            );
+        }
     }
 
     #[test]

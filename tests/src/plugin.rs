@@ -26,7 +26,8 @@ extern "C" fn log_callback(level: u8, target: *const u8, target_len: usize, mess
         )
     };
     if std::env::var_os("PLUGIN_LOG").is_some() {
-        eprintln!("[plugin {level}] {target}: {message}");
+        let now = chrono::Utc::now().format("%H:%M:%S%.3f");
+        eprintln!("{now} [plugin {level}] {target}: {message}");
     }
     LOG.lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -15,6 +15,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::Notify;
@@ -30,9 +31,14 @@ use crate::spool::{SpoolError, SpoolMode};
 use crate::writer::WriteReport;
 
 mod drainer;
+mod front;
 
 /// How often the spool's gauges are updated while the drainer waits.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The longest a new batch waits for a catching-up drainer to empty the
+/// queue before it is queued (never more than half its deadline).
+const CATCH_UP_WAIT: Duration = Duration::from_secs(1);
 
 /// A first attempt at a batch, running in a task of its own.
 type Attempt = JoinHandle<Result<WriteReport, PipelineError>>;
@@ -84,6 +90,9 @@ pub(super) struct Spooler {
     changed: Notify,
     episode: std::sync::Mutex<Option<Episode>>,
     drainer: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// The drainer's last write was taken: it is catching up, and the
+    /// queue is about to be empty.
+    catching_up: AtomicBool,
 }
 
 impl Spooler {
@@ -116,6 +125,7 @@ impl Spooler {
             changed: Notify::new(),
             episode: std::sync::Mutex::new(None),
             drainer: std::sync::Mutex::new(None),
+            catching_up: AtomicBool::new(false),
         };
         if !leftovers.is_empty() {
             tracing::info!(
@@ -135,9 +145,24 @@ impl Spooler {
         self.mode
     }
 
-    /// Whether batches must queue behind others now.
-    pub(super) async fn busy(&self) -> bool {
-        !self.queue.lock().await.is_empty()
+    /// Whether batches must queue behind others now. While the drainer is
+    /// catching up (its last write was taken), this waits for the queue to
+    /// empty until `deadline` (at most [`CATCH_UP_WAIT`]), so that writing
+    /// goes back to the direct way as soon as the backlog is in Fluss
+    /// instead of queuing every new batch behind the one being replayed.
+    pub(super) async fn busy(&self, deadline: Deadline) -> bool {
+        let wait = deadline.at_most(CATCH_UP_WAIT.min(deadline.remaining() / 2));
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.queue.lock().await.is_empty() {
+                return false;
+            }
+            if !self.catching_up.load(Ordering::Relaxed) || wait.run(changed).await.is_err() {
+                return true;
+            }
+        }
     }
 
     /// Makes `held` durable: waits for room until `deadline`, then writes
@@ -251,6 +276,7 @@ impl Spooler {
 
     /// Starts an episode of spooling; whether none was running.
     fn start_episode(&self) -> bool {
+        self.catching_up.store(false, Ordering::Relaxed);
         let mut episode = self.episode.lock().unwrap_or_else(|e| e.into_inner());
         if episode.is_some() {
             return false;
@@ -314,5 +340,106 @@ impl Spooler {
             );
         }
         self.journal.unlock();
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::batch::{MessageBatch, PayloadSchema, Source};
+
+    /// A spooler on `dir` for table `db.t`.
+    pub(in crate::pipeline::spooled) fn spooler(dir: &std::path::Path) -> Spooler {
+        let metrics = Arc::new(InstanceMetrics::new(1));
+        Spooler::open(
+            SpoolMode::OnFailure,
+            dir,
+            1 << 30,
+            TablePath::new("db", "t"),
+            metrics,
+        )
+        .unwrap()
+    }
+
+    /// `count` JSON messages of `partition` from offset `first` on.
+    pub(in crate::pipeline::spooled) fn held(partition: u32, first: u64, count: u64) -> Held {
+        let source = Source {
+            stream: "app".into(),
+            topic: "events".into(),
+            partition,
+        };
+        let mut batch = MessageBatch::new(source);
+        for offset in first..first + count {
+            let payload = format!(r#"{{"id":{offset}}}"#);
+            batch
+                .push(offset, offset as u128, 0, payload.as_bytes(), [])
+                .unwrap();
+        }
+        Held {
+            schema: PayloadSchema::Json,
+            batch: Arc::new(batch),
+            rows: None,
+        }
+    }
+
+    /// `took` is `millis` (paused time: the timer's millisecond ticks apart).
+    fn within_a_tick(took: Duration, millis: u64) {
+        let want = Duration::from_millis(millis);
+        assert!(
+            took >= want && took <= want + Duration::from_millis(2),
+            "{took:?} for {want:?}"
+        );
+    }
+
+    /// A spooler whose queue holds one batch on disk.
+    async fn one_queued(dir: &std::path::Path) -> Spooler {
+        let spooler = spooler(dir);
+        let deadline = Deadline::after(Duration::from_secs(10));
+        spooler.enqueue(held(1, 0, 10), deadline).await.unwrap();
+        spooler
+    }
+
+    #[tokio::test]
+    async fn a_new_batch_queues_at_once_behind_a_drainer_that_is_not_catching_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let spooler = one_queued(dir.path()).await;
+        tokio::time::pause();
+        let started = tokio::time::Instant::now();
+        assert!(spooler.busy(Deadline::after(Duration::from_secs(10))).await);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn a_new_batch_waits_for_a_catching_up_drainer_to_empty_the_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let spooler = Arc::new(one_queued(dir.path()).await);
+        spooler.catching_up.store(true, Ordering::Relaxed);
+        tokio::time::pause();
+        let started = tokio::time::Instant::now();
+        let drainer = spooler.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            drainer.queue.lock().await.pop_front();
+            drainer.changed.notify_waiters();
+        });
+        assert!(!spooler.busy(Deadline::after(Duration::from_secs(10))).await);
+        within_a_tick(started.elapsed(), 300);
+    }
+
+    #[tokio::test]
+    async fn a_new_batch_waits_for_a_catching_up_drainer_at_most_a_second_and_half_its_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let spooler = one_queued(dir.path()).await;
+        spooler.catching_up.store(true, Ordering::Relaxed);
+        tokio::time::pause();
+        for (deadline, waited) in [(10_000, 1_000), (600, 300)] {
+            let started = tokio::time::Instant::now();
+            assert!(
+                spooler
+                    .busy(Deadline::after(Duration::from_millis(deadline)))
+                    .await
+            );
+            within_a_tick(started.elapsed(), waited);
+        }
     }
 }

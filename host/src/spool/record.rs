@@ -51,6 +51,28 @@ pub(crate) enum RecordError {
 }
 
 impl SpooledBatch {
+    /// Appends `next` (the batch queued right behind this one) so that both
+    /// are replayed as one write; `false`, and this one unchanged, when they
+    /// cannot be one: another source or payload schema, rows made by a
+    /// transform in one and not the other, or too large together.
+    pub(crate) fn absorb(&mut self, next: &SpooledBatch) -> bool {
+        let rows_match = match (&self.rows, &next.rows) {
+            (None, None) => true,
+            (Some((_, kind)), Some((_, next_kind))) => kind == next_kind,
+            _ => false,
+        };
+        if !rows_match || self.schema != next.schema || self.batch.source != next.batch.source {
+            return false;
+        }
+        if self.batch.extend_from(&next.batch).is_err() {
+            return false;
+        }
+        if let (Some((rows, _)), Some((next_rows, _))) = (&mut self.rows, &next.rows) {
+            rows.append_copy(next_rows);
+        }
+        true
+    }
+
     /// The framed bytes of this record.
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Encoder(Vec::with_capacity(
@@ -407,6 +429,67 @@ mod tests {
         assert_eq!(rows(&out), rows(&want));
         let entries: Vec<_> = out.rows.iter().map(|(e, _)| (e.message, e.table)).collect();
         assert_eq!(entries, vec![(0, 0), (0, 1), (3, 0)]);
+    }
+
+    /// Each row's message, table name and encoded bytes.
+    fn row_shapes(o: &TransformOutput) -> Vec<(u32, Option<String>, Vec<u8>)> {
+        o.rows
+            .encoded_rows()
+            .zip(o.rows.iter())
+            .map(|((m, bytes), (e, _))| (m, o.rows.table_name(e.table).map(str::to_string), bytes.to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn a_record_absorbs_the_next_of_its_source_with_its_rows_after_its_own() {
+        let mut joined = record();
+        assert!(joined.absorb(&record()));
+        assert_eq!(joined.batch.len(), 8);
+        let offsets: Vec<u64> = joined.batch.iter().map(|m| m.offset).collect();
+        assert_eq!(offsets, [100, 101, 102, 103, 100, 101, 102, 103]);
+        let (rows, kind) = joined.rows.as_ref().unwrap();
+        assert_eq!(*kind, DeadLetterKind::Transform);
+        assert_eq!(rows.outcomes.len(), 8);
+        assert_eq!(rows.counts(), (4, 2, 2));
+        let shapes = row_shapes(rows);
+        let messages: Vec<u32> = shapes.iter().map(|r| r.0).collect();
+        assert_eq!(
+            messages,
+            [0, 0, 3, 4, 4, 7],
+            "the second batch's rows follow, shifted by 4"
+        );
+        let own = row_shapes(&output());
+        assert_eq!(
+            shapes[3..].iter().map(|r| (&r.1, &r.2)).collect::<Vec<_>>(),
+            own.iter().map(|r| (&r.1, &r.2)).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_record_refuses_a_batch_that_cannot_be_one_write_with_it() {
+        let mut other_partition = record();
+        other_partition.batch.source.partition = 4;
+        let mut other_schema = record();
+        other_schema.schema = PayloadSchema::Raw;
+        let mut without_rows = record();
+        without_rows.rows = None;
+        let mut other_kind = record();
+        other_kind.rows.as_mut().unwrap().1 = DeadLetterKind::Mapping;
+        for (case, next) in [
+            ("another partition", other_partition),
+            ("another payload schema", other_schema),
+            ("no transform rows", without_rows),
+            ("another dead-letter kind", other_kind),
+        ] {
+            let mut first = record();
+            assert!(!first.absorb(&next), "{case}");
+            assert_eq!(first.batch, record().batch, "{case}: left as it was");
+            assert_eq!(first.rows.unwrap().0.outcomes.len(), 4, "{case}");
+        }
+        let (mut plain, mut next) = (record(), record());
+        (plain.rows, next.rows) = (None, None);
+        assert!(plain.absorb(&next), "two batches without rows join");
+        assert_eq!(plain.batch.len(), 8);
     }
 
     #[test]

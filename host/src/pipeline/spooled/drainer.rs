@@ -4,8 +4,10 @@
 //! it).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
+use super::front::{Front, offsets_of};
 use super::{GAUGE_INTERVAL, Spooler};
 use crate::deadline::Deadline;
 use crate::pipeline::{Held, Pipeline, PipelineError};
@@ -36,7 +38,7 @@ impl Pipeline {
         held: Held,
         deadline: Deadline,
     ) -> Result<WriteReport, PipelineError> {
-        if spooler.busy().await {
+        if spooler.busy(deadline).await {
             spooler.enqueue(held, deadline).await?;
             return Ok(WriteReport::default());
         }
@@ -106,20 +108,15 @@ impl Pipeline {
             let changed = spooler.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let front = {
-                let mut queue = spooler.queue.lock().await;
-                queue
-                    .front_mut()
-                    .map(|e| (e.attempt.take(), e.held.clone(), e.file.clone(), e.offsets()))
-            };
-            let Some((attempt, held, file, offsets)) = front else {
-                self.drained(spooler);
-                spooler.observe().await;
-                changed.await;
-                continue;
-            };
-            let written = match attempt {
-                Some(task) => {
+            let started = Instant::now();
+            let (written, files, offsets) = match spooler.front().await {
+                Front::Empty => {
+                    self.drained(spooler);
+                    spooler.observe().await;
+                    changed.await;
+                    continue;
+                }
+                Front::Running(task, file, offsets) => {
                     let awaited = async {
                         task.await.unwrap_or_else(|e| {
                             Err(PipelineError::Worker {
@@ -128,37 +125,46 @@ impl Pipeline {
                             })
                         })
                     };
-                    observing(spooler, awaited).await
+                    (observing(spooler, awaited).await, Vec::from_iter(file), offsets)
                 }
-                None => {
-                    let held = match (held, &file) {
-                        (Some(held), _) => held,
-                        (None, Some(file)) => match spooler.journal.read(file) {
-                            Ok(record) => Held::from_record(record),
-                            Err(e) => {
-                                tracing::error!("{e}");
-                                self.pop_front(spooler, None).await;
-                                continue;
-                            }
-                        },
-                        (None, None) => unreachable!("an entry holds its batch or its record"),
+                Front::Held(held, file, offsets) => {
+                    let written = observing(spooler, self.write_held(held, Deadline::unbounded())).await;
+                    (written, Vec::from_iter(file), offsets)
+                }
+                Front::Records(mut files) => {
+                    let (held, joined) = match spooler.read_joined(&files) {
+                        Ok(read) => read,
+                        Err(e) => {
+                            tracing::error!("{e}");
+                            self.pop_front(spooler, None).await;
+                            continue;
+                        }
                     };
-                    observing(spooler, self.write_held(held, Deadline::unbounded())).await
+                    files.truncate(joined);
+                    let written = observing(spooler, self.write_held(held, Deadline::unbounded())).await;
+                    let offsets = offsets_of(&files);
+                    (written, files, offsets)
                 }
             };
             match written {
                 Ok(report) => {
                     self.count(&report);
                     let messages = (report.written + report.filtered + report.dead_lettered) as u64;
+                    tracing::debug!(
+                        "the spooled {offsets} are in Fluss ({messages} messages, {:?})",
+                        started.elapsed()
+                    );
                     self.metrics.spool_replayed(messages);
                     if let Some(e) = spooler.episode.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
                         e.replayed += messages;
                     }
-                    self.pop_front(spooler, file.as_ref()).await;
+                    spooler.catching_up.store(true, Ordering::Relaxed);
+                    self.pop_fronts(spooler, &files).await;
                     retries.reset();
                 }
                 Err(e) => {
-                    if self.dead_letter_if_table_gone(spooler, file.as_ref(), &e).await {
+                    spooler.catching_up.store(false, Ordering::Relaxed);
+                    if self.dead_letter_if_table_gone(spooler, &files, &e).await {
                         continue;
                     }
                     let failure = format!("replaying the spooled {offsets} failed: {e}");
@@ -170,51 +176,62 @@ impl Pipeline {
 
     /// Removes the queue's front entry (and its record).
     async fn pop_front(&self, spooler: &Spooler, file: Option<&RecordFile>) {
-        spooler.queue.lock().await.pop_front();
-        if let Some(file) = file {
+        match file {
+            Some(file) => self.pop_fronts(spooler, std::slice::from_ref(file)).await,
+            None => self.pop_fronts(spooler, &[]).await,
+        }
+    }
+
+    /// Removes the queue's front entries whose records are `files` (one
+    /// entry without a record when `files` is empty), and those records.
+    async fn pop_fronts(&self, spooler: &Spooler, files: &[RecordFile]) {
+        {
+            let mut queue = spooler.queue.lock().await;
+            for _ in 0..files.len().max(1) {
+                queue.pop_front();
+            }
+        }
+        for file in files {
             spooler.release(file);
         }
         spooler.changed.notify_waiters();
         spooler.observe().await;
     }
 
-    /// When the sink's table is gone for good, dead-letters the front
-    /// entry's messages (read back from its record) with `error` and drops
-    /// it; whether it did.
+    /// When the sink's table is gone for good, dead-letters the messages of
+    /// the front entries whose records are `files` (read back) with `error`
+    /// and drops them; whether it did.
     async fn dead_letter_if_table_gone(
         &self,
         spooler: &Spooler,
-        file: Option<&RecordFile>,
+        files: &[RecordFile],
         error: &PipelineError,
     ) -> bool {
-        if !self.writer.table_is_gone(&self.table).await {
+        if files.is_empty() || !self.writer.table_is_gone(&self.table).await {
             return false;
         }
-        let Some(file) = file else {
-            return false;
-        };
-        let Ok(record) = spooler.journal.read(file) else {
-            self.pop_front(spooler, None).await;
-            return true;
-        };
         let reason = format!("table {} no longer exists: {error}", self.table);
-        let deadline = Deadline::after(self.writer.settings().delivery_timeout);
-        match self
-            .writer
-            .dead_letter_batch(&record.batch, DeadLetterKind::Table, &reason, deadline)
-            .await
-        {
-            Ok(()) => {
-                tracing::error!(
-                    "table {} is gone: the spooled {} were dead-lettered",
-                    self.table,
-                    file.offsets()
-                );
-                self.pop_front(spooler, Some(file)).await;
-                true
+        for file in files {
+            let Ok(record) = spooler.journal.read(file) else {
+                self.pop_front(spooler, None).await;
+                continue;
+            };
+            let deadline = Deadline::after(self.writer.settings().delivery_timeout);
+            let lettered = self
+                .writer
+                .dead_letter_batch(&record.batch, DeadLetterKind::Table, &reason, deadline)
+                .await;
+            if lettered.is_err() {
+                return false;
             }
-            Err(_) => false,
+            tracing::error!(
+                "table {} is gone: the spooled {} were dead-lettered",
+                self.table,
+                file.offsets()
+            );
+            self.pop_front(spooler, Some(file)).await;
         }
+        true
     }
 
     /// The queue is empty: ends the spooling episode, if one ran.
