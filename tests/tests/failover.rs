@@ -193,18 +193,17 @@ fn scrape(address: &str, id: u32, stop: &AtomicBool) -> Scraped {
     scraped
 }
 
-/// The longest time the spool held batches without a break (samples
-/// [`SCRAPE_PACE`] apart), from its first sample to its last.
-fn longest_spooling(samples: &[Instant]) -> Duration {
-    let (mut longest, mut start) = (Duration::ZERO, None::<Instant>);
-    for (i, &at) in samples.iter().enumerate() {
-        let begins = i == 0 || at - samples[i - 1] > SCRAPE_PACE * 3;
-        if begins {
-            start = Some(at);
+/// How long the spool held batches each time it did, without a break
+/// (samples [`SCRAPE_PACE`] apart), from its first sample to its last.
+fn spooling_runs(samples: &[Instant]) -> Vec<Duration> {
+    let mut runs: Vec<(Instant, Instant)> = Vec::new();
+    for &at in samples {
+        match runs.last_mut() {
+            Some((_, last)) if at - *last <= SCRAPE_PACE * 3 => *last = at,
+            _ => runs.push((at, at)),
         }
-        longest = longest.max(at - start.expect("set at the first sample"));
     }
-    longest
+    runs.into_iter().map(|(first, last)| last - first).collect()
 }
 
 /// What one case measured after the disturbance began.
@@ -217,6 +216,9 @@ struct Recovery {
     /// direct way, until it caught up).
     sink_spooling: Duration,
 }
+
+/// The sink's `delivery_timeout`: how long a write waits before its batch is spooled.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// fluss-rs alone and the sink write side by side into fresh tables of
 /// `cluster` while `disturb` acts on it (given a tablet server leading a
@@ -259,7 +261,7 @@ fn measure(cluster: &LocalCluster, case: &str, disturb: impl FnOnce(i32)) -> Rec
             {"name": "id", "type": "BIGINT", "nullable": false},
             {"name": "name", "type": "STRING"}
         ],
-        "delivery_timeout": "2s",
+        "delivery_timeout": format!("{}s", DELIVERY_TIMEOUT.as_secs()),
         "metrics_address": metrics,
         "spool": {"path": spool.path().display().to_string()}
     });
@@ -290,7 +292,10 @@ fn measure(cluster: &LocalCluster, case: &str, disturb: impl FnOnce(i32)) -> Rec
     let recovery = Recovery {
         direct_stall: longest_stall(&direct_acks.lock().unwrap(), began, end),
         sink_stall: longest_stall(&scraped.acks, began, end),
-        sink_spooling: longest_spooling(&scraped.spooling),
+        sink_spooling: spooling_runs(&scraped.spooling)
+            .into_iter()
+            .max()
+            .unwrap_or_default(),
     };
     eprintln!(
         "{case}: fluss-rs alone went {:.1?} without an acknowledged write, the sink {:.1?}; the \
@@ -306,6 +311,21 @@ fn measure(cluster: &LocalCluster, case: &str, disturb: impl FnOnce(i32)) -> Rec
             "{case}: the spool has not drained 3 minutes after the stream stopped"
         );
         std::thread::sleep(SCRAPE_PACE);
+    }
+    // The sink says how long its last recovery took: from the send of the
+    // write that was spooled (a delivery_timeout before the spool held it)
+    // until the spool was empty, as seen from here.
+    if let Some(last) = spooling_runs(&scraped.spooling).last() {
+        let said = Duration::from_secs_f64(instance_metric(
+            &metrics,
+            "fluss_sink_spool_last_recovery_seconds",
+            id,
+        ));
+        let seen = *last + DELIVERY_TIMEOUT;
+        assert!(
+            said.abs_diff(seen) <= Duration::from_millis(500),
+            "{case}: the sink says its last recovery took {said:.1?}; seen from here, {seen:.1?}"
+        );
     }
     assert_eq!(plugin.close(id), 0, "{case}: close");
     let counts = cluster.id_counts(&sunk, sent as usize, Duration::from_secs(120));

@@ -41,6 +41,7 @@ pub(super) struct Families {
     pub(super) spool_bytes: Family<Labels, Gauge>,
     pub(super) spool_batches: Family<Labels, Gauge>,
     pub(super) spool_oldest_age: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    pub(super) spool_last_recovery: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     pub(super) spool_replayed: Family<Labels, Counter>,
     pub(super) spool_full: Family<Labels, Counter>,
 }
@@ -67,6 +68,7 @@ pub(super) fn families() -> &'static Families {
             spool_bytes: Family::default(),
             spool_batches: Family::default(),
             spool_oldest_age: Family::default(),
+            spool_last_recovery: Family::default(),
             spool_replayed: Family::default(),
             spool_full: Family::default(),
             registry: Registry::default(),
@@ -153,8 +155,13 @@ pub(super) fn families() -> &'static Families {
         );
         registry.register(
             "spool_oldest_age_seconds",
-            "How long the oldest queued batch has been in the spool",
+            "Age of the oldest message the spool holds, by its Iggy timestamp (for batches left by an earlier process: since they were spooled)",
             f.spool_oldest_age.clone(),
+        );
+        registry.register(
+            "spool_last_recovery_seconds",
+            "How long the last spooling took: from the send of the first write Fluss did not acknowledge in time until the spool was empty",
+            f.spool_last_recovery.clone(),
         );
         registry.register(
             "spool_messages_replayed",

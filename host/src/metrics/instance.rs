@@ -156,13 +156,21 @@ impl InstanceMetrics {
         *current = Some(version.to_string());
     }
 
-    /// The spool holds `bytes` in `batches`, the oldest queued `oldest_secs` ago.
+    /// The spool holds `bytes` in `batches`, its oldest message `oldest_secs` old.
     pub fn spool_state(&self, bytes: u64, batches: usize, oldest_secs: f64) {
         let f = families();
         let only = self.labels(&[]);
         f.spool_bytes.get_or_create(&only).set(bytes as i64);
         f.spool_batches.get_or_create(&only).set(batches as i64);
         f.spool_oldest_age.get_or_create(&only).set(oldest_secs);
+    }
+
+    /// The spool has drained, `took` after the first write it took over was sent.
+    pub fn spool_recovered(&self, took: Duration) {
+        families()
+            .spool_last_recovery
+            .get_or_create(&self.labels(&[]))
+            .set(took.as_secs_f64());
     }
 
     /// `messages` spooled messages were written (or dead-lettered).
@@ -209,6 +217,7 @@ impl Drop for InstanceMetrics {
         f.spool_bytes.remove(&only);
         f.spool_batches.remove(&only);
         f.spool_oldest_age.remove(&only);
+        f.spool_last_recovery.remove(&only);
         f.spool_replayed.remove(&only);
         f.spool_full.remove(&only);
         for result in ["ok", "failed"] {

@@ -52,7 +52,10 @@ struct Entry {
     /// The batch in memory, while its first attempt runs; else read back.
     held: Option<Held>,
     /// When it was queued.
-    queued_at: SystemTime,
+    /// When its oldest message was produced (its Iggy timestamp), or when
+    /// it was queued when that is not known (a record left by an earlier
+    /// process, a timestamp of 0 or in the future).
+    oldest: SystemTime,
 }
 
 impl Entry {
@@ -75,7 +78,11 @@ impl Entry {
 
 /// Spooling that started and has not drained yet.
 struct Episode {
+    /// When the first write it took over was sent (or the instance opened,
+    /// for batches left by an earlier process).
     started: Instant,
+    /// What `started` is, for the drain line.
+    since: &'static str,
     replayed: u64,
 }
 
@@ -113,7 +120,7 @@ impl Spooler {
                 file: Some(file),
                 attempt: None,
                 held: None,
-                queued_at: SystemTime::now(),
+                oldest: SystemTime::now(),
             })
             .collect();
         let spooler = Self {
@@ -134,7 +141,10 @@ impl Spooler {
                 leftovers.len(),
                 spooler.journal.bytes()
             );
-            spooler.start_episode();
+            spooler.start_episode(
+                Instant::now(),
+                "the instance opened with batches left by an earlier process",
+            );
         }
         *spooler.queue.try_lock().expect("nobody else holds a new queue") = leftovers;
         Ok(spooler)
@@ -230,8 +240,8 @@ impl Spooler {
         self.push(Entry {
             file: Some(file),
             attempt: None,
+            oldest: oldest_message(&held),
             held: None,
-            queued_at: SystemTime::now(),
         })
         .await;
         Ok(())
@@ -244,10 +254,11 @@ impl Spooler {
         &self,
         held: Held,
         attempt: Attempt,
+        sent: Instant,
         file: Option<RecordFile>,
         why: &str,
     ) {
-        if self.start_episode() {
+        if self.start_episode(sent, "the first write Fluss did not acknowledge in time was sent") {
             tracing::warn!(
                 "table {} starts spooling to {}: {why}; newer batches queue behind it until Fluss has taken it",
                 self.table,
@@ -257,8 +268,8 @@ impl Spooler {
         self.push(Entry {
             file,
             attempt: Some(attempt),
+            oldest: oldest_message(&held),
             held: Some(held),
-            queued_at: SystemTime::now(),
         })
         .await;
     }
@@ -274,15 +285,17 @@ impl Spooler {
         self.observe().await;
     }
 
-    /// Starts an episode of spooling; whether none was running.
-    fn start_episode(&self) -> bool {
+    /// Starts an episode of spooling whose first write was sent at
+    /// `started`; whether none was running.
+    fn start_episode(&self, started: Instant, since: &'static str) -> bool {
         self.catching_up.store(false, Ordering::Relaxed);
         let mut episode = self.episode.lock().unwrap_or_else(|e| e.into_inner());
         if episode.is_some() {
             return false;
         }
         *episode = Some(Episode {
-            started: Instant::now(),
+            started,
+            since,
             replayed: 0,
         });
         true
@@ -293,7 +306,7 @@ impl Spooler {
         let queue = self.queue.lock().await;
         let oldest = queue
             .front()
-            .and_then(|e| e.queued_at.elapsed().ok())
+            .and_then(|e| e.oldest.elapsed().ok())
             .unwrap_or_default();
         self.metrics
             .spool_state(self.journal.bytes(), queue.len(), oldest.as_secs_f64());
@@ -341,6 +354,17 @@ impl Spooler {
         }
         self.journal.unlock();
     }
+}
+
+/// When the oldest message of `held` was produced, by its Iggy timestamp
+/// (microseconds since the epoch); now when that is 0 or in the future.
+fn oldest_message(held: &Held) -> SystemTime {
+    let now = SystemTime::now();
+    let produced = held.batch.iter().map(|m| m.timestamp).filter(|t| *t > 0).min();
+    produced
+        .map(|micros| SystemTime::UNIX_EPOCH + Duration::from_micros(micros))
+        .filter(|at| *at <= now)
+        .unwrap_or(now)
 }
 
 #[cfg(test)]
@@ -397,6 +421,36 @@ pub(super) mod tests {
         let deadline = Deadline::after(Duration::from_secs(10));
         spooler.enqueue(held(1, 0, 10), deadline).await.unwrap();
         spooler
+    }
+
+    #[test]
+    fn a_batch_is_as_old_as_its_oldest_message_by_its_iggy_timestamp() {
+        let now = SystemTime::now();
+        let micros = |at: SystemTime| at.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_micros() as u64;
+        let with_timestamps = |timestamps: &[u64]| {
+            let mut held = held(1, 0, 0);
+            let mut batch = MessageBatch::new(held.batch.source.clone());
+            for (i, t) in timestamps.iter().enumerate() {
+                batch.push(i as u64, 0, *t, b"{}", []).unwrap();
+            }
+            held.batch = Arc::new(batch);
+            oldest_message(&held)
+        };
+        let (a_minute_ago, an_hour_ago) = (now - Duration::from_secs(60), now - Duration::from_secs(3600));
+        let oldest = with_timestamps(&[micros(a_minute_ago), micros(an_hour_ago), 0]);
+        assert_eq!(
+            micros(oldest),
+            micros(an_hour_ago),
+            "the oldest, and 0 means unknown"
+        );
+        // Unknown or in the future: when it was queued.
+        for timestamps in [&[0, 0][..], &[micros(now + Duration::from_secs(60))]] {
+            let at = with_timestamps(timestamps);
+            assert!(
+                at >= now && at.elapsed().unwrap() < Duration::from_secs(5),
+                "{timestamps:?}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -55,6 +55,7 @@ impl Pipeline {
         let this = self.clone();
         let first = held.clone();
         let span = tracing::Span::current();
+        let sent = Instant::now();
         let mut attempt = tokio::spawn(tracing::Instrument::instrument(
             async move { this.write_held(first, Deadline::unbounded()).await },
             span,
@@ -84,11 +85,13 @@ impl Pipeline {
         };
         match file {
             Ok(file) => {
-                spooler.enqueue_running(held, attempt, Some(file), &why).await;
+                spooler
+                    .enqueue_running(held, attempt, sent, Some(file), &why)
+                    .await;
                 Ok(WriteReport::default())
             }
             Err(e) => {
-                spooler.enqueue_running(held, attempt, None, &why).await;
+                spooler.enqueue_running(held, attempt, sent, None, &why).await;
                 Err(e.into())
             }
         }
@@ -237,11 +240,14 @@ impl Pipeline {
     /// The queue is empty: ends the spooling episode, if one ran.
     fn drained(&self, spooler: &Spooler) {
         if let Some(e) = spooler.episode.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let took = e.started.elapsed();
+            self.metrics.spool_recovered(took);
             tracing::info!(
-                "the spool of table {} has drained: {} spooled message(s) written in {:?}",
+                "the spool of table {} has drained: {} spooled message(s) written; recovered in {took:.1?} \
+                 since {}",
                 self.table,
                 e.replayed,
-                e.started.elapsed()
+                e.since
             );
         }
     }
