@@ -3,7 +3,10 @@
 //! one send retried with backoff, all bounded by the call's [`Deadline`]
 //! (rows sent one by one: [`crate::writer::send::rows`]; appends of whole Arrow
 //! batches: [`crate::writer::send::append`]). The client's flush only hurries rows out;
-//! it races the acknowledgements and is never waited for on its own.
+//! it races the acknowledgements and is never waited for on its own. A
+//! write that follows one Fluss did not acknowledge in time first fetches
+//! its table's metadata again (`guard_staleness`), and its appends leave
+//! the runtime's worker while they may wait for room (`append_may_wait`).
 
 pub(in crate::writer) mod dead_letter;
 pub(in crate::writer) mod failure;
@@ -17,7 +20,7 @@ use crate::retry::{Loudness, Retries};
 use crate::schema::TablePath;
 use crate::writer::delivery::failure::{Failure, classify, undelivered, undelivered_after};
 use crate::writer::tables::fluss_path;
-use crate::writer::{FlussWriter, WriteError};
+use crate::writer::{FlussWriter, MAX_BUFFER_WAIT, WriteError};
 
 /// How long an acknowledgement may take before the writer refreshes the
 /// table's metadata in the client (see `FlussWriter::refresh_table_metadata`).
@@ -171,6 +174,44 @@ impl FlussWriter {
                 }
             }
         }
+    }
+
+    /// Runs `write` (to `path`): when the last write was not acknowledged in
+    /// time, first fetches the table's metadata again (see
+    /// `refresh_table_metadata`); when this one is not, marks the next.
+    pub(in crate::writer) async fn guard_staleness<T>(
+        &self,
+        path: &TablePath,
+        deadline: Deadline,
+        write: impl Future<Output = Result<T, WriteError>>,
+    ) -> Result<T, WriteError> {
+        use std::sync::atomic::Ordering;
+        if self.stale.swap(false, Ordering::Relaxed) {
+            self.refresh_table_metadata(path, deadline.at_most(MAX_BUFFER_WAIT))
+                .await;
+        }
+        let written = write.await;
+        let troubled = matches!(
+            written,
+            Err(WriteError::Undelivered { .. } | WriteError::DeadlinePassed { .. })
+        );
+        if troubled {
+            self.stale.store(true, Ordering::Relaxed);
+        }
+        self.troubled.store(troubled, Ordering::Relaxed);
+        written
+    }
+
+    /// Whether an append may wait long for room in the client's buffer
+    /// (up to `buffer_wait_timeout`), so that it should leave the runtime's
+    /// worker to the other tasks meanwhile (`block_in_place`): while Fluss
+    /// is in trouble (the last write was not acknowledged in time) the
+    /// buffer fills with batches that do not leave. A healthy cluster
+    /// drains it within milliseconds, and handing the worker off costs a
+    /// thread wake-up a send, which the `consume` bench sees on the lean
+    /// path (`docs/benchmarks.md`).
+    pub(in crate::writer) fn append_may_wait(&self) -> bool {
+        self.troubled.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A "table does not exist" error when the catalog says `table` is gone:

@@ -19,7 +19,7 @@ use crate::schema::{TablePath, TableSchema};
 use crate::writer::delivery::failure::{Failure, undelivered};
 use crate::writer::delivery::racing_flush;
 use crate::writer::tables::Table;
-use crate::writer::{FlussWriter, MAX_BUFFER_WAIT, PendingRow, WriteError};
+use crate::writer::{FlussWriter, PendingRow, WriteError};
 
 /// Roughly how many bytes one Arrow append carries when a write is cut
 /// into parts sent back to back.
@@ -324,44 +324,6 @@ impl FlussWriter {
             }
         }
         Ok(())
-    }
-
-    /// Runs `write` (to `path`): when the last write was not acknowledged in
-    /// time, first fetches the table's metadata again (see
-    /// `refresh_table_metadata`); when this one is not, marks the next.
-    pub(in crate::writer) async fn guard_staleness<T>(
-        &self,
-        path: &TablePath,
-        deadline: Deadline,
-        write: impl Future<Output = Result<T, WriteError>>,
-    ) -> Result<T, WriteError> {
-        use std::sync::atomic::Ordering;
-        if self.stale.swap(false, Ordering::Relaxed) {
-            self.refresh_table_metadata(path, deadline.at_most(MAX_BUFFER_WAIT))
-                .await;
-        }
-        let written = write.await;
-        let troubled = matches!(
-            written,
-            Err(WriteError::Undelivered { .. } | WriteError::DeadlinePassed { .. })
-        );
-        if troubled {
-            self.stale.store(true, Ordering::Relaxed);
-        }
-        self.troubled.store(troubled, Ordering::Relaxed);
-        written
-    }
-
-    /// Whether an append may wait long for room in the client's buffer
-    /// (up to `buffer_wait_timeout`), so that it should leave the runtime's
-    /// worker to the other tasks meanwhile (`block_in_place`): while Fluss
-    /// is in trouble (the last write was not acknowledged in time) the
-    /// buffer fills with batches that do not leave. A healthy cluster
-    /// drains it within milliseconds, and handing the worker off costs a
-    /// thread wake-up a send, which the `consume` bench sees on the lean
-    /// path (`docs/benchmarks.md`).
-    pub(in crate::writer) fn append_may_wait(&self) -> bool {
-        self.troubled.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
