@@ -7,6 +7,7 @@ pub mod fluss_cluster;
 pub mod iggy;
 pub mod local_cluster;
 pub mod plugin;
+pub mod recovery;
 
 use fluss_row_codec::Cell;
 use iggy_connector_fluss_sink::TransformOutput;
