@@ -51,7 +51,6 @@ struct Entry {
     attempt: Option<Attempt>,
     /// The batch in memory, while its first attempt runs; else read back.
     held: Option<Held>,
-    /// When it was queued.
     /// When its oldest message was produced (its Iggy timestamp), or when
     /// it was queued when that is not known (a record left by an earlier
     /// process, a timestamp of 0 or in the future).

@@ -112,7 +112,8 @@ impl Pipeline {
             tokio::pin!(changed);
             changed.as_mut().enable();
             let started = Instant::now();
-            let (written, files, offsets) = match spooler.front().await {
+            // What was written, how many queue entries it was, their records.
+            let (written, entries, files, offsets) = match spooler.front().await {
                 Front::Empty => {
                     self.drained(spooler);
                     spooler.observe().await;
@@ -128,11 +129,16 @@ impl Pipeline {
                             })
                         })
                     };
-                    (observing(spooler, awaited).await, Vec::from_iter(file), offsets)
+                    (
+                        observing(spooler, awaited).await,
+                        1,
+                        Vec::from_iter(file),
+                        offsets,
+                    )
                 }
                 Front::Held(held, file, offsets) => {
                     let written = observing(spooler, self.write_held(held, Deadline::unbounded())).await;
-                    (written, Vec::from_iter(file), offsets)
+                    (written, 1, Vec::from_iter(file), offsets)
                 }
                 Front::Records(mut files) => {
                     let (held, joined) = match spooler.read_joined(&files) {
@@ -146,7 +152,7 @@ impl Pipeline {
                     files.truncate(joined);
                     let written = observing(spooler, self.write_held(held, Deadline::unbounded())).await;
                     let offsets = offsets_of(&files);
-                    (written, files, offsets)
+                    (written, joined, files, offsets)
                 }
             };
             match written {
@@ -162,7 +168,7 @@ impl Pipeline {
                         e.replayed += messages;
                     }
                     spooler.catching_up.store(true, Ordering::Relaxed);
-                    self.pop_fronts(spooler, &files).await;
+                    self.pop_fronts(spooler, entries, &files).await;
                     retries.reset();
                 }
                 Err(e) => {
@@ -179,20 +185,17 @@ impl Pipeline {
 
     /// Removes the queue's front entry (and its record).
     async fn pop_front(&self, spooler: &Spooler, file: Option<&RecordFile>) {
-        match file {
-            Some(file) => self.pop_fronts(spooler, std::slice::from_ref(file)).await,
-            None => self.pop_fronts(spooler, &[]).await,
-        }
+        self.pop_fronts(spooler, 1, Vec::from_iter(file.cloned()).as_slice())
+            .await;
     }
 
-    /// Removes the queue's front entries whose records are `files` (one
-    /// entry without a record when `files` is empty), and those records.
-    async fn pop_fronts(&self, spooler: &Spooler, files: &[RecordFile]) {
+    /// Removes the queue's `entries` front entries, and their records `files`.
+    async fn pop_fronts(&self, spooler: &Spooler, entries: usize, files: &[RecordFile]) {
         {
+            // `close` may have emptied the queue meanwhile.
             let mut queue = spooler.queue.lock().await;
-            for _ in 0..files.len().max(1) {
-                queue.pop_front();
-            }
+            let entries = entries.min(queue.len());
+            queue.drain(..entries);
         }
         for file in files {
             spooler.release(file);
