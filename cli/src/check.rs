@@ -229,6 +229,7 @@ mod tests {
             ],
             primary_key: primary_key.iter().map(|k| k.to_string()).collect(),
             partition_keys: partition_keys.iter().map(|k| k.to_string()).collect(),
+            added_columns: 0,
         }
     }
 

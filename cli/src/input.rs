@@ -125,6 +125,7 @@ pub(crate) fn schema_file(path: &Path) -> Result<TableSchema, InputError> {
         columns,
         primary_key: file.primary_key,
         partition_keys: vec![],
+        added_columns: 0,
     })
 }
 

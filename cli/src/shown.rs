@@ -162,6 +162,7 @@ mod tests {
             ],
             primary_key: vec!["id".into()],
             partition_keys: vec![],
+            added_columns: 0,
         };
         let mut b = fluss_row_codec::RowsBuilder::new();
         b.begin_row(RowKind::Upsert, 0);

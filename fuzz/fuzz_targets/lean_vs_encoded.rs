@@ -42,6 +42,7 @@ fn schema() -> TableSchema {
             .collect(),
         primary_key: vec![],
         partition_keys: vec![],
+        added_columns: 0,
     }
 }
 

@@ -56,6 +56,12 @@ pub struct TableSchema {
     pub primary_key: Vec<String>,
     /// Partition-key column names, in order; empty for an unpartitioned table.
     pub partition_keys: Vec<String>,
+    /// How many of the last columns were added to the table in Fluss while
+    /// the sink had it open (Fluss adds columns only at the end, nullable):
+    /// a row made against the columns it had before (a transform's, made
+    /// before it was initialised again; a spooled one) may stop short of
+    /// them, and gets NULL there.
+    pub added_columns: usize,
 }
 
 impl TableSchema {
@@ -67,6 +73,14 @@ impl TableSchema {
     /// True for a partitioned table.
     pub fn is_partitioned(&self) -> bool {
         !self.partition_keys.is_empty()
+    }
+
+    /// Whether a row of `cells` cells can be written: one a column, or one
+    /// a column it had before the [`TableSchema::added_columns`] (those it
+    /// stops short of get NULL).
+    pub fn takes_cell_count(&self, cells: usize) -> bool {
+        let columns = self.columns.len();
+        (columns.saturating_sub(self.added_columns)..=columns).contains(&cells)
     }
 }
 

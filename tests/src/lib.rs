@@ -114,6 +114,7 @@ pub fn table(path: &str, columns: &[(&str, &str, bool)], primary_key: &[&str]) -
             .collect(),
         primary_key: primary_key.iter().map(|k| k.to_string()).collect(),
         partition_keys: vec![],
+        added_columns: 0,
     }
 }
 

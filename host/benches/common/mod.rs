@@ -18,6 +18,7 @@ pub(crate) fn table(path: TablePath) -> TableSchema {
         ],
         primary_key: vec![],
         partition_keys: vec![],
+        added_columns: 0,
     }
 }
 

@@ -18,6 +18,7 @@ impl SinkConfig {
             ("delivery_timeout", self.delivery_timeout),
             ("open_timeout", self.open_timeout),
             ("close_timeout", self.close_timeout),
+            ("schema_refresh_interval", self.schema_refresh_interval),
         ] {
             if value.is_zero() {
                 return bad(format!(

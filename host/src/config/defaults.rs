@@ -19,6 +19,8 @@ pub(crate) const DELIVERY_TIMEOUT: Duration = Duration::from_secs(120);
 pub(crate) const OPEN_TIMEOUT: Duration = Duration::from_secs(60);
 /// `close_timeout`: the longest `close` waits.
 pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// `schema_refresh_interval`: how often the tables' schemas are looked at.
+pub(crate) const SCHEMA_REFRESH_INTERVAL: Duration = Duration::from_secs(10);
 /// `max_retries`: retries of a transiently failed write.
 pub(crate) const MAX_RETRIES: u32 = 10;
 /// `retry_backoff`: the first backoff between retries.
@@ -84,6 +86,7 @@ mod readme {
             ("delivery_timeout", duration(DELIVERY_TIMEOUT)),
             ("open_timeout", duration(OPEN_TIMEOUT)),
             ("close_timeout", duration(CLOSE_TIMEOUT)),
+            ("schema_refresh_interval", duration(SCHEMA_REFRESH_INTERVAL)),
             ("max_retries", MAX_RETRIES.to_string()),
             ("retry_backoff", duration(RETRY_BACKOFF)),
             ("buffer_wait_timeout", duration(BUFFER_WAIT_TIMEOUT)),

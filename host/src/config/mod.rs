@@ -294,6 +294,10 @@ pub struct SinkConfig {
     /// The longest `close` waits for running consumes and unsent rows.
     #[serde(default = "default_close_timeout", with = "duration")]
     pub close_timeout: Duration,
+    /// How often the tables' schemas are looked at in Fluss: a column added
+    /// to a table is written from the batch after the look that finds it.
+    #[serde(default = "default_schema_refresh_interval", with = "duration")]
+    pub schema_refresh_interval: Duration,
     /// The WebAssembly transform, if any.
     #[serde(default)]
     pub transform: Option<TransformConfig>,
@@ -331,6 +335,9 @@ fn default_reload_check_interval() -> Duration {
 }
 fn default_close_timeout() -> Duration {
     defaults::CLOSE_TIMEOUT
+}
+fn default_schema_refresh_interval() -> Duration {
+    defaults::SCHEMA_REFRESH_INTERVAL
 }
 
 impl SinkConfig {

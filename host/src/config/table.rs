@@ -78,6 +78,7 @@ impl SinkConfig {
             columns,
             primary_key: self.primary_key_columns.clone(),
             partition_keys: self.partition_keys.clone(),
+            added_columns: 0,
         }))
     }
 

@@ -38,6 +38,7 @@ pub(super) struct Families {
     pub(super) in_flight: Family<Labels, Gauge>,
     pub(super) transform_version: Family<Labels, Gauge>,
     pub(super) reloads: Family<Labels, Counter>,
+    pub(super) schema_changes: Family<Labels, Counter>,
     pub(super) spool_bytes: Family<Labels, Gauge>,
     pub(super) spool_batches: Family<Labels, Gauge>,
     pub(super) spool_oldest_age: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
@@ -65,6 +66,7 @@ pub(super) fn families() -> &'static Families {
             in_flight: Family::default(),
             transform_version: Family::default(),
             reloads: Family::default(),
+            schema_changes: Family::default(),
             spool_bytes: Family::default(),
             spool_batches: Family::default(),
             spool_oldest_age: Family::default(),
@@ -142,6 +144,11 @@ pub(super) fn families() -> &'static Families {
             "transform_reloads",
             "Transform reloads, by result",
             f.reloads.clone(),
+        );
+        registry.register(
+            "schema_changes",
+            "Schema changes of the tables written, by table and kind (followed: columns another client added)",
+            f.schema_changes.clone(),
         );
         registry.register(
             "spool_bytes",

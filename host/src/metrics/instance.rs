@@ -31,6 +31,8 @@ pub struct InstanceMetrics {
     /// Each labelled table's counter, and `other`'s.
     tables: Mutex<(HashMap<TablePath, Counter>, Option<Counter>)>,
     version: Mutex<Option<String>>,
+    /// The label sets of the schema changes counted, to remove at drop.
+    schema_changes: Mutex<Vec<Labels>>,
 }
 
 impl InstanceMetrics {
@@ -62,6 +64,7 @@ impl InstanceMetrics {
             reloads_refused: f.reloads.get_or_create_owned(&with(&[("result", "refused")])),
             tables: Mutex::new((HashMap::new(), None)),
             version: Mutex::new(None),
+            schema_changes: Mutex::new(Vec::new()),
             instance,
         }
     }
@@ -186,6 +189,17 @@ impl InstanceMetrics {
         families().spool_full.get_or_create(&self.labels(&[])).inc();
     }
 
+    /// Table `table`'s schema changed in Fluss; `kind` says how the sink
+    /// took it (`followed`: columns added; `remade`: a table made again).
+    pub fn schema_change(&self, table: &TablePath, kind: &str) {
+        let labels = self.labels(&[("table", &table.to_string()), ("kind", kind)]);
+        families().schema_changes.get_or_create(&labels).inc();
+        let mut seen = self.schema_changes.lock().expect("metrics poisoned");
+        if !seen.contains(&labels) {
+            seen.push(labels);
+        }
+    }
+
     /// A reload swapped a version in (`ok`) or was refused.
     pub fn reload(&self, ok: bool) {
         if ok {
@@ -226,6 +240,9 @@ impl Drop for InstanceMetrics {
         for result in ["ok", "refused"] {
             f.reloads.remove(&self.labels(&[("result", result)]));
         }
+        for labels in self.schema_changes.lock().map(|s| s.clone()).unwrap_or_default() {
+            f.schema_changes.remove(&labels);
+        }
         for kind in DeadLetterKind::ALL {
             f.dead_lettered.remove(&self.labels(&[("kind", kind.as_str())]));
         }
@@ -262,6 +279,8 @@ mod tests {
         m.rows_written(&TablePath::new("db", "t"), 7);
         m.consume_ended(10, Duration::from_millis(3), true);
         m.transform_version("abc123");
+        m.schema_change(&TablePath::new("db", "t"), "followed");
+        m.schema_change(&TablePath::new("db", "t"), "followed");
         let text = render();
         for line in [
             r#"fluss_sink_messages_received_total{instance="987654"} 10"#,
@@ -272,6 +291,7 @@ mod tests {
             r#"fluss_sink_consume_calls_total{instance="987654",result="ok"} 1"#,
             r#"fluss_sink_messages_in_flight{instance="987654"} 0"#,
             r#"fluss_sink_transform_version{instance="987654",version="abc123"} 1"#,
+            r#"fluss_sink_schema_changes_total{instance="987654",table="db.t",kind="followed"} 2"#,
         ] {
             assert!(text.contains(line), "missing `{line}` in\n{text}");
         }

@@ -165,6 +165,7 @@ mod tests {
             columns: vec![Column::new("v", DataType::Int, true)],
             primary_key: vec![],
             partition_keys: vec![],
+            added_columns: 0,
         };
         Arc::new(RowStage::Json(JsonMapping::new(&schema, RowKind::Append)))
     }

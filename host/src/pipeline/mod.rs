@@ -9,20 +9,22 @@
 //! see `making`; the keyed lean path's are made, then sent).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::batch::{MessageBatch, PayloadSchema};
+use crate::config::SinkConfig;
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
 use crate::rows::TransformOutput;
 use crate::rows::keyed::KeyedOutput;
-use crate::schema::TablePath;
+use crate::schema::{TablePath, TableSchema};
 use crate::writer::{ChunkFinisher, FlussWriter, WriteReport};
 
 mod chunk_size;
 mod chunks;
 mod error;
+mod follow;
 mod making;
 mod open;
 mod reload;
@@ -49,7 +51,9 @@ pub(crate) struct PipelineStats {
 /// An open sink instance: the table, the stage that makes rows, the writer.
 pub(crate) struct Pipeline {
     table: TablePath,
-    stage: Arc<RowStage>,
+    /// The stage in force, with the sink table's schema it was made for
+    /// (made again when the table's columns change, see `follow`).
+    stage: RwLock<(Arc<RowStage>, TableSchema)>,
     /// The transform's versions, when there is a transform.
     versions: Option<reload::Versions>,
     metrics: Arc<InstanceMetrics>,
@@ -59,6 +63,10 @@ pub(crate) struct Pipeline {
     stats: PipelineStats,
     /// The durable spool, unless `spool.mode = "off"`.
     spooler: Option<spooled::Spooler>,
+    /// The connector's config, to make the stage again with.
+    config: SinkConfig,
+    /// The task that looks at the tables' schemas (see `follow`).
+    follower: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 /// A batch with what writing it needs: its messages and, when a transform
@@ -167,12 +175,13 @@ impl Pipeline {
         schema: PayloadSchema,
         batch: Arc<MessageBatch>,
     ) -> Result<Held, PipelineError> {
-        let rows = match *self.stage {
+        let stage = self.stage();
+        let rows = match *stage {
             RowStage::Wasm(_) => {
                 // Chunks made into the table's columns beside the transform.
                 let finisher = self.writer.chunk_finisher(&self.table).await;
-                let making = self.start_rows(schema, &batch, finisher);
-                Some((HeldRows::Making(Arc::new(making)), self.stage.kind()))
+                let making = self.start_rows(&stage, schema, &batch, finisher);
+                Some((HeldRows::Making(Arc::new(making)), stage.kind()))
             }
             _ => None,
         };
@@ -215,24 +224,25 @@ impl Pipeline {
             }
             _ => {}
         }
-        if let RowStage::ArrowIpc = *self.stage {
+        let stage = self.stage();
+        if let RowStage::ArrowIpc = *stage {
             return Ok(self
                 .writer
                 .write_arrow_ipc_within(&batch, &self.table, deadline)
                 .await?);
         }
-        if let RowStage::JsonKeyed(_) = *self.stage {
+        if let RowStage::JsonKeyed(_) = *stage {
             // The keyed lean path: rows made on every core, then sent in order.
-            let output = self.keyed_rows(schema, &batch).await?;
+            let output = self.keyed_rows(&stage, schema, &batch).await?;
             return Ok(self
                 .writer
                 .write_keyed_within(&batch, output, &self.table, deadline)
                 .await?);
         }
-        if let RowStage::JsonColumns(_) = *self.stage {
+        if let RowStage::JsonColumns(_) = *stage {
             // The lean path: chunks are made on every core and each is sent
             // once made, in order, while the next ones are being made.
-            let (stage, size) = (self.stage.clone(), self.chunk_size(&self.stage, &batch));
+            let size = self.chunk_size(&stage, &batch);
             let chunks = ChunkStream::new(batch.clone(), size, move |chunk| {
                 stage
                     .column_chunk(schema, chunk)
@@ -244,29 +254,41 @@ impl Pipeline {
                 .write_columns_within(&batch, chunks, &self.table, deadline)
                 .await?);
         }
-        let output = self.rows(schema, &batch).await?;
+        let output = self.rows(&stage, schema, &batch).await?;
         Ok(self
             .writer
-            .write_within(&batch, output, &self.table, self.stage.kind(), deadline)
+            .write_within(&batch, output, &self.table, stage.kind(), deadline)
             .await?)
     }
 
-    /// The rows of `batch` made by the transform or the JSON mapping.
+    /// The row stage in force: a batch keeps the one it took.
+    fn stage(&self) -> Arc<RowStage> {
+        self.stage.read().unwrap_or_else(|e| e.into_inner()).0.clone()
+    }
+
+    /// The sink table's schema the stage in force was made for.
+    fn stage_schema(&self) -> TableSchema {
+        self.stage.read().unwrap_or_else(|e| e.into_inner()).1.clone()
+    }
+
+    /// The rows of `batch` made by `stage` (the transform or the JSON mapping).
     async fn rows(
         self: &Arc<Self>,
+        stage: &Arc<RowStage>,
         schema: PayloadSchema,
         batch: &Arc<MessageBatch>,
     ) -> Result<TransformOutput, PipelineError> {
-        self.start_rows(schema, batch, None)
+        self.start_rows(stage, schema, batch, None)
             .whole()
             .await
             .map_err(PipelineError::Rows)
     }
 
-    /// Starts making the rows of `batch` with the transform (or the JSON
+    /// Starts making the rows of `batch` with `stage`'s transform (or JSON
     /// mapping), chunk by chunk, each finished by `finisher` if given.
     fn start_rows(
         &self,
+        stage: &Arc<RowStage>,
         schema: PayloadSchema,
         batch: &Arc<MessageBatch>,
         finisher: Option<ChunkFinisher>,
@@ -275,7 +297,7 @@ impl Pipeline {
         // versions between batches only).
         let stage = match &self.versions {
             Some(versions) => Arc::new(RowStage::Wasm(versions.for_batch(batch))),
-            None => self.stage.clone(),
+            None => stage.clone(),
         };
         let size = self.chunk_size(&stage, batch);
         making::RowsInMaking::start(stage, batch, schema, size, finisher, self.metrics.clone())
@@ -285,10 +307,11 @@ impl Pipeline {
     /// blocking pool, joined in message order.
     async fn keyed_rows(
         &self,
+        stage: &Arc<RowStage>,
         schema: PayloadSchema,
         batch: &Arc<MessageBatch>,
     ) -> Result<KeyedOutput, PipelineError> {
-        let (stage, size) = (self.stage.clone(), self.chunk_size(&self.stage, batch));
+        let (stage, size) = (stage.clone(), self.chunk_size(stage, batch));
         let mut chunks = ChunkStream::new(batch.clone(), size, move |chunk| {
             stage
                 .keyed_chunk(schema, chunk)
@@ -335,6 +358,7 @@ impl Pipeline {
     /// unsent rows.
     pub(crate) async fn close(&self, timeout: Duration) {
         let deadline = Deadline::after(timeout);
+        self.stop_follower();
         if let Some(spooler) = &self.spooler {
             spooler.close(timeout).await;
         }

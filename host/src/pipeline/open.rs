@@ -2,7 +2,7 @@
 //! checked against the config, the row stage (transform, JSON mapping or
 //! Arrow IPC, on its lean path) made, and the spool opened.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::{Pipeline, PipelineError, PipelineStats, RowStage, reload, spooled};
 use crate::config::{SinkConfig, TableType};
@@ -33,34 +33,7 @@ impl Pipeline {
             None => writer.table_schema_within(&table, deadline).await?,
         };
         check_table(&config, &schema)?;
-        let (stage, reloadable) = {
-            let (config, schema) = (config.clone(), schema.clone());
-            tokio::task::spawn_blocking(move || match config.transform_spec() {
-                Some(spec) => {
-                    let reloadable = Arc::new(Reloadable::load(spec, std::slice::from_ref(&schema))?);
-                    Ok((RowStage::Wasm(reloadable.current()), Some(reloadable)))
-                }
-                None => RowStage::from_config(&config, &schema).map(|stage| (stage, None)),
-            })
-            .await
-            .map_err(|source| PipelineError::Worker {
-                step: "loading the transform",
-                source,
-            })?
-            .map_err(PipelineError::Transform)?
-        };
-        let stage = match config.table_type {
-            TableType::Log => stage.lean(
-                &schema,
-                writer.whole_batch_schema(&table, deadline).await?,
-                config.include_metadata,
-            ),
-            TableType::PrimaryKey => stage.keyed(
-                &schema,
-                writer.takes_keyed_rows(&table, deadline).await?,
-                config.include_metadata,
-            ),
-        };
+        let (stage, reloadable) = make_stage(&config, &schema, &writer, None, deadline).await?;
         let versions = reloadable.map(|r| {
             let t = config.transform.as_ref().expect("a transform was loaded");
             reload::Versions::new(r, t.reload, t.reload_check_interval, metrics.clone())
@@ -82,19 +55,71 @@ impl Pipeline {
             }
         };
         tracing::info!(table = %table, "Fluss sink open");
+        let refresh = config.schema_refresh_interval;
         let pipeline = Arc::new(Self {
             table,
-            stage: Arc::new(stage),
+            stage: RwLock::new((Arc::new(stage), schema)),
             versions,
             metrics,
             writer,
             chunking: config.batch_size.into(),
             stats: PipelineStats::default(),
             spooler,
+            config,
+            follower: Mutex::new(None),
         });
         pipeline.start_drainer();
+        pipeline.start_follower(refresh);
         Ok(pipeline)
     }
+}
+
+/// The row stage `config` asks for, for the sink's table of `schema`:
+/// the transform loaded (or, given its `reloadable`, initialised again for
+/// `schema`), or the JSON mapping made, each on the lean path where the
+/// table takes it. Loading or initialising a transform runs on the
+/// blocking pool.
+pub(super) async fn make_stage(
+    config: &SinkConfig,
+    schema: &TableSchema,
+    writer: &FlussWriter,
+    reloadable: Option<Arc<Reloadable>>,
+    deadline: Deadline,
+) -> Result<(RowStage, Option<Arc<Reloadable>>), PipelineError> {
+    let table = &schema.path;
+    let (stage, reloadable) = {
+        let (config, schema) = (config.clone(), schema.clone());
+        tokio::task::spawn_blocking(move || match (config.transform_spec(), reloadable) {
+            (Some(_), Some(reloadable)) => {
+                reloadable.follow_tables(std::slice::from_ref(&schema))?;
+                Ok((RowStage::Wasm(reloadable.current()), Some(reloadable)))
+            }
+            (Some(spec), None) => {
+                let reloadable = Arc::new(Reloadable::load(spec, std::slice::from_ref(&schema))?);
+                Ok((RowStage::Wasm(reloadable.current()), Some(reloadable)))
+            }
+            (None, _) => RowStage::from_config(&config, &schema).map(|stage| (stage, None)),
+        })
+        .await
+        .map_err(|source| PipelineError::Worker {
+            step: "loading the transform",
+            source,
+        })?
+        .map_err(PipelineError::Transform)?
+    };
+    let stage = match config.table_type {
+        TableType::Log => stage.lean(
+            schema,
+            writer.whole_batch_schema(table, deadline).await?,
+            config.include_metadata,
+        ),
+        TableType::PrimaryKey => stage.keyed(
+            schema,
+            writer.takes_keyed_rows(table, deadline).await?,
+            config.include_metadata,
+        ),
+    };
+    Ok((stage, reloadable))
 }
 
 fn check_table(config: &SinkConfig, schema: &TableSchema) -> Result<(), PipelineError> {

@@ -54,6 +54,11 @@ impl Versions {
         }
     }
 
+    /// The transform whose versions these are.
+    pub(super) fn reloadable(&self) -> &Arc<Reloadable> {
+        &self.reloadable
+    }
+
     /// The version `batch` is made with, from start to end. The first batch
     /// a new version handles is logged with its offsets.
     pub(super) fn for_batch(&self, batch: &MessageBatch) -> Arc<Transform> {

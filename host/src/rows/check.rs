@@ -91,7 +91,8 @@ pub(crate) fn check_row(schema: &TableSchema, row: &RowView<'_>) -> Result<(), S
 
 /// Whether a row of `kind` with `cell_count` cells suits `schema`'s table:
 /// appends for log tables, upserts and deletes for primary-key tables, one
-/// cell per column.
+/// cell per column (the columns added while the sink had the table open
+/// may be left out: they get NULL, see [`TableSchema::added_columns`]).
 pub(crate) fn check_shape(schema: &TableSchema, kind: RowKind, cell_count: u16) -> Result<(), String> {
     match (kind, schema.has_primary_key()) {
         (RowKind::Append, true) => {
@@ -105,7 +106,7 @@ pub(crate) fn check_shape(schema: &TableSchema, kind: RowKind, cell_count: u16) 
         }
         _ => {}
     }
-    if cell_count as usize != schema.columns.len() {
+    if !schema.takes_cell_count(cell_count as usize) {
         return Err(format!(
             "the row has {} cells but the table has {} columns",
             cell_count,
@@ -182,6 +183,7 @@ mod tests {
             columns: vec![Column::new("v", DataType::Int, false)],
             primary_key: vec![],
             partition_keys: vec![],
+            added_columns: 0,
         }
     }
 
@@ -192,6 +194,7 @@ mod tests {
             columns: vec![Column::new("amount", DataType::Decimal(4, 2), true)],
             primary_key: vec![],
             partition_keys: vec![],
+            added_columns: 0,
         };
         let mut b = RowsBuilder::new();
         for text in ["99.99", "99.996", "1x"] {
@@ -269,6 +272,7 @@ mod tests {
             ],
             primary_key: vec!["id".into()],
             partition_keys: vec![],
+            added_columns: 0,
         };
         let check = |schema: &TableSchema, kind: RowKind, cells: [bool; 3]| {
             let mut b = RowsBuilder::new();

@@ -333,6 +333,13 @@ impl RowSink for ColumnsBuilder<'_> {
     }
 
     fn end_row(&mut self) {
+        if self.schema.takes_cell_count(self.column) {
+            // A row made before the table's last columns were added: they
+            // get NULL (or, for metadata columns, the message's values).
+            while self.column < self.builders.len() {
+                self.cell(Cell::Null);
+            }
+        }
         for builder in self.builders.iter_mut().skip(self.column) {
             builder.push(Cell::Null).expect("every column builder takes NULL");
         }
@@ -371,6 +378,7 @@ mod tests {
                 .collect(),
             primary_key: vec![],
             partition_keys: vec![],
+            added_columns: 0,
         }
     }
 

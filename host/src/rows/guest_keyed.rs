@@ -107,6 +107,7 @@ mod tests {
             ],
             primary_key: vec!["id".into()],
             partition_keys: vec![],
+            added_columns: 0,
         }
     }
 

@@ -319,6 +319,7 @@ mod tests {
             columns: vec![Column::new("id", DataType::BigInt, false)],
             primary_key: vec![],
             partition_keys: vec![],
+            added_columns: 0,
         };
         let mut batch = MessageBatch::new(Source::default());
         for payload in [
@@ -350,6 +351,7 @@ mod tests {
             columns: vec![Column::new("id", DataType::BigInt, false)],
             primary_key: vec!["id".into()],
             partition_keys: vec![],
+            added_columns: 0,
         };
         let op = |v: &str| {
             vec![Header {
@@ -385,6 +387,7 @@ mod tests {
             ],
             primary_key: vec![],
             partition_keys: vec![],
+            added_columns: 0,
         };
         let mut batch = MessageBatch::new(Source::default());
         for payload in [r#"{"id":1,"s":"x"}"#, r#"{"s":"y"}"#, r#"{"id":3}"#] {

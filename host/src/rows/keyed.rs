@@ -170,6 +170,13 @@ impl RowSink for KeyedRowsBuilder<'_> {
 
     fn end_row(&mut self) {
         let columns = self.schema.columns.len();
+        if self.schema.takes_cell_count(self.column) {
+            // A row made before the table's last columns were added: they
+            // get NULL (or, for metadata columns, the message's values).
+            while self.column < columns {
+                self.cell(Cell::Null);
+            }
+        }
         if self.column < columns {
             self.refusal.get_or_insert_with(|| {
                 format!(
@@ -266,6 +273,7 @@ mod tests {
             ],
             primary_key: vec!["id".into()],
             partition_keys: vec![],
+            added_columns: 0,
         }
     }
 

@@ -140,6 +140,7 @@ mod tests {
             ],
             primary_key: vec![],
             partition_keys: vec![],
+            added_columns: 0,
         };
         let mut batch = MessageBatch::new(Source {
             stream: "s".into(),

@@ -248,6 +248,11 @@ pub(crate) fn record_batch(
                 .push(cell)
                 .map_err(|e| format!("column `{}`: {e}", column.name))?;
         }
+        // A row made before the table's last columns were added (see
+        // `TableSchema::added_columns`): NULL in them.
+        for builder in builders.iter_mut().skip(row.cell_count as usize) {
+            builder.push(Cell::Null)?;
+        }
     }
     let columns = builders
         .into_iter()

@@ -53,7 +53,8 @@ fn stamp(path: &Path) -> Option<Stamp> {
 /// A transform whose file may be replaced while the sink runs.
 pub(crate) struct Reloadable {
     spec: TransformSpec,
-    tables: Vec<TableSchema>,
+    /// The tables every version is initialised with (the sink's first).
+    tables: RwLock<Vec<TableSchema>>,
     current: RwLock<Arc<Transform>>,
     /// The file's stamp when last looked at.
     seen: Mutex<Option<Stamp>>,
@@ -68,7 +69,7 @@ impl Reloadable {
         let transform = Transform::load(&spec, tables)?;
         Ok(Self {
             spec,
-            tables: tables.to_vec(),
+            tables: RwLock::new(tables.to_vec()),
             current: RwLock::new(Arc::new(transform)),
             seen: Mutex::new(seen),
             refused: Mutex::new(None),
@@ -114,7 +115,8 @@ impl Reloadable {
                 reason,
             }
         };
-        let candidate = match Transform::load(&self.spec, &self.tables) {
+        let tables = self.tables.read().expect("tables lock poisoned").clone();
+        let candidate = match Transform::load(&self.spec, &tables) {
             Ok(t) => t,
             Err(e) => return refuse(e.to_string()),
         };
@@ -128,6 +130,21 @@ impl Reloadable {
         }
         *self.current.write().expect("transform lock poisoned") = Arc::new(candidate);
         ReloadOutcome::Reloaded { from, to: version }
+    }
+}
+
+impl Reloadable {
+    /// Initialises the version in force again for `tables` (the sink's
+    /// first): its tables' columns changed. The version is loaded anew from
+    /// the file it came from, checked as a reload is, and swapped in; on an
+    /// error, the version in force keeps running with the tables it had.
+    /// Blocking (it may compile): call it off the async workers.
+    pub(crate) fn follow_tables(&self, tables: &[TableSchema]) -> Result<(), TransformError> {
+        let candidate = Transform::load(&self.spec, tables)?;
+        self_check(&candidate).map_err(TransformError::Setting)?;
+        *self.tables.write().expect("tables lock poisoned") = tables.to_vec();
+        *self.current.write().expect("transform lock poisoned") = Arc::new(candidate);
+        Ok(())
     }
 }
 

@@ -21,6 +21,7 @@ fn schema() -> TableSchema {
         ],
         primary_key: vec![],
         partition_keys: vec![],
+        added_columns: 0,
     }
 }
 
@@ -420,4 +421,59 @@ fn routed_rows_put_in_columns_as_they_decode_are_the_columns_of_rows_read_first(
     RowBatch::read(bytes, names, &counts, Some(&mut columns)).unwrap();
     let err = columns.finish(&made.outcomes).unwrap_err();
     assert!(err.contains("table db.t"), "{err}");
+}
+
+#[test]
+fn rows_made_before_columns_were_added_get_null_there_on_both_paths() {
+    let mut schema = schema();
+    schema.columns[2] = Column::new("note", DataType::String, true);
+    let mut b = RowsBuilder::new();
+    // Message 0: a row made against the two columns the table had; 1: one
+    // that stops short of those too; 2: a row with the added column.
+    for cells in [1, 2, 3] {
+        b.begin_row(RowKind::Append, 0);
+        b.bigint(cells);
+        if cells != 2 {
+            b.decimal("1.50");
+        }
+        if cells == 3 {
+            b.string("added");
+        }
+        b.end_row();
+    }
+    let made = TransformOutput {
+        outcomes: vec![MessageOutcome::Rows(1); 3],
+        rows: RowBatch::from_encoded(b.into_bytes(), vec![], &[1, 1, 1]).unwrap(),
+    };
+    let batch = batch(3);
+    let columns_of = |schema: &TableSchema| {
+        let arrow_schema = arrow_schema_of(schema).unwrap();
+        let table = LeanTable {
+            schema,
+            arrow_schema: &arrow_schema,
+        };
+        guest_columns(&made, 0..3, &batch, &[Some(table)], false).unwrap()
+    };
+    let short = |cells| {
+        MessageOutcome::DeadLetter(format!(
+            "table db.t: the row has {cells} cells but the table has 3 columns"
+        ))
+    };
+
+    // Before the sink saw the column added: a short row does not fit.
+    let unaware = columns_of(&schema);
+    assert_eq!(unaware.outcomes, [short(2), short(1), MessageOutcome::Rows(1)]);
+
+    schema.added_columns = 1;
+    let (outcomes, record) = encoded_path(made.clone(), &schema, &batch);
+    assert_eq!(
+        outcomes,
+        [MessageOutcome::Rows(1), short(1), MessageOutcome::Rows(1)]
+    );
+    let lean = columns_of(&schema);
+    assert_eq!(lean.outcomes, outcomes);
+    assert_eq!(lean.rows.record(0..2).unwrap(), record);
+    assert_eq!(record.num_rows(), 2);
+    let notes = record.column(2);
+    assert!(notes.is_null(0) && !notes.is_null(1), "{notes:?}");
 }

@@ -32,6 +32,7 @@ pub(crate) fn dead_letter_schema(path: TablePath) -> TableSchema {
         ],
         primary_key: vec![],
         partition_keys: vec![],
+        added_columns: 0,
     }
 }
 
@@ -200,6 +201,7 @@ mod tests {
             columns: vec![Column::new("id", DataType::BigInt, false)],
             primary_key: vec![],
             partition_keys: vec![],
+            added_columns: 0,
         };
         let error = check_dead_letter_table(&other).unwrap_err();
         assert!(error.contains("(id BIGINT)"), "{error}");

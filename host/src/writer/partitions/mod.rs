@@ -228,6 +228,7 @@ mod tests {
             ],
             primary_key: vec![],
             partition_keys: keys.iter().map(|k| k.to_string()).collect(),
+            added_columns: 0,
         }
     }
 

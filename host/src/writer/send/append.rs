@@ -8,6 +8,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
+use arrow::array::new_null_array;
 use arrow::record_batch::RecordBatch;
 use fluss::client::{AppendWriter, WriteResultFuture};
 use fluss_row_codec::RowView;
@@ -93,6 +94,27 @@ impl AppendRows for ColumnRows {
     }
 }
 
+/// `record` as `table` takes it: as it is, or, when it was made against
+/// the columns the table had before its last ones were added (see
+/// [`TableSchema::added_columns`]), with NULL in those.
+fn widened(record: RecordBatch, table: &Table) -> Result<RecordBatch, String> {
+    let fields = table.arrow_schema.fields();
+    let made = record.num_columns();
+    if made == fields.len() {
+        return Ok(record);
+    }
+    if !table.schema.takes_cell_count(made) {
+        return Err(format!(
+            "the batch has {made} columns but the table has {}",
+            fields.len()
+        ));
+    }
+    let rows = record.num_rows();
+    let mut columns = record.columns().to_vec();
+    columns.extend(fields[made..].iter().map(|f| new_null_array(f.data_type(), rows)));
+    RecordBatch::try_new(table.arrow_schema.clone(), columns).map_err(|e| e.to_string())
+}
+
 /// The rows `range` (messages in order, `messages[i]` row i's) cut into
 /// parts of about `bytes` bytes (`size` gives a row's), never inside a message.
 pub(in crate::writer) fn append_parts(
@@ -176,7 +198,7 @@ impl FlussWriter {
     /// part k while part k+1 is made); then [`FlussWriter::settle`]s them.
     pub(in crate::writer) async fn append_whole(
         &self,
-        path: &TablePath,
+        table: &Table,
         writer: &AppendWriter,
         rows: &impl AppendRows,
         what: &str,
@@ -185,15 +207,16 @@ impl FlussWriter {
     ) -> Result<(), WriteError> {
         let mut sent = Sent::default();
         let all = 0..rows.messages().len();
-        tokio::task::block_in_place(|| self.send_parts(path, writer, rows, all, deadline, &mut sent))?;
-        self.settle(path, writer, rows, sent, what, deadline, failures)
+        tokio::task::block_in_place(|| self.send_parts(table, writer, rows, all, deadline, &mut sent))?;
+        self.settle(&table.schema.path, writer, rows, sent, what, deadline, failures)
             .await
     }
 
-    /// Sends `range` of `rows` as message-aligned parts, noting each in `sent`.
+    /// Sends `range` of `rows` as message-aligned parts to `table` (through
+    /// its `writer`), noting each in `sent`.
     pub(in crate::writer) fn send_parts(
         &self,
-        path: &TablePath,
+        table: &Table,
         writer: &AppendWriter,
         rows: &impl AppendRows,
         range: Range<usize>,
@@ -201,10 +224,12 @@ impl FlussWriter {
         sent: &mut Sent,
     ) -> Result<(), WriteError> {
         for part in rows.parts(range, APPEND_BYTES) {
-            let record = rows.record(part.clone()).map_err(|reason| WriteError::Table {
-                table: path.to_string(),
-                reason,
-            })?;
+            let record = (rows.record(part.clone()))
+                .and_then(|record| widened(record, table))
+                .map_err(|reason| WriteError::Table {
+                    table: table.schema.path.to_string(),
+                    reason,
+                })?;
             if sent.parts.is_empty() {
                 sent.at = Instant::now();
             }

@@ -261,10 +261,9 @@ impl FlussWriter {
         deadline: Deadline,
     ) -> Result<(), WriteError> {
         let table = lane.table.clone();
-        let path = &table.schema.path;
         let writer = log_writer(&table);
         let Some(partitioning) = &table.partitioning else {
-            let send = || self.send_parts(path, writer, rows, made, deadline, &mut lane.sent);
+            let send = || self.send_parts(&table, writer, rows, made, deadline, &mut lane.sent);
             return self.sending(send);
         };
         if made.is_empty() {
@@ -277,7 +276,7 @@ impl FlussWriter {
             for part in parts {
                 let mut sent = Sent::default();
                 let all = 0..part.messages.len();
-                self.send_parts(path, writer, &part, all, deadline, &mut sent)?;
+                self.send_parts(&table, writer, &part, all, deadline, &mut sent)?;
                 lane.by_partition.push((part, sent));
             }
             Ok(())

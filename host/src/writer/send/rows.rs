@@ -42,7 +42,7 @@ impl FlussWriter {
         match &table.sink {
             Sink::Log(writer) if table.whole_batches => {
                 let rows = EncodedRows::new(rows, table);
-                self.append_whole(&table.schema.path, writer, &rows, &what, deadline, failures)
+                self.append_whole(table, writer, &rows, &what, deadline, failures)
                     .await?;
             }
             // A batch split across buckets could be refused in some and taken

@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use fluss::row::Datum;
+
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::rows::TransformOutput;
@@ -125,12 +127,22 @@ impl FlussWriter {
             ));
         };
         let writer = sink.full();
+        let columns = table.schema.columns.len();
         let mut failures = Vec::new();
         self.send_rows(
             table,
             &output.rows,
             &what,
-            |kind, row| send_keyed(writer, kind, row),
+            |kind, row| {
+                if row.values.len() < columns && table.schema.takes_cell_count(row.values.len()) {
+                    // Made against the columns the table had before its last
+                    // ones were added: NULL in those.
+                    let mut widened = row.clone();
+                    widened.values.resize(columns, Datum::Null);
+                    return send_keyed(writer, kind, &widened);
+                }
+                send_keyed(writer, kind, row)
+            },
             || writer.flush(),
             deadline,
             &mut failures,

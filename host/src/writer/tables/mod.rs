@@ -2,7 +2,10 @@
 //! schema, the fluss-rs writer), created when the config declares them, and
 //! routed tables resolved by name.
 
+mod follow;
 pub(in crate::writer) mod routing;
+
+pub use follow::SchemaChange;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,6 +36,12 @@ pub(in crate::writer) struct Table {
     pub whole_batches: bool,
     /// The table's partitions, when it is partitioned.
     pub partitioning: Option<Partitioning>,
+    /// Fluss's id of the table when it was opened: another id at the same
+    /// path is a table made again (see [`follow`]).
+    pub table_id: i64,
+    /// Fluss's id of the table's schema when it was opened: another id is
+    /// a schema that changed (see [`follow`]).
+    pub schema_id: i32,
 }
 
 impl Table {
@@ -166,6 +175,12 @@ impl FlussWriter {
         Ok(tables.entry(path.clone()).or_insert(opened).clone())
     }
 
+    /// The schema of the table at `path` as the writer has it open now
+    /// (`None` when it is not open), never waiting for Fluss.
+    pub async fn open_schema(&self, path: &TablePath) -> Option<TableSchema> {
+        Some(self.open_table_now(path).await?.schema.clone())
+    }
+
     /// The table at `path` if it is open already (never waits for Fluss).
     pub(in crate::writer) async fn open_table_now(&self, path: &TablePath) -> Option<Arc<Table>> {
         self.tables.lock().await.get(path).cloned()
@@ -219,6 +234,7 @@ impl FlussWriter {
                 .map(|s| s.to_string())
                 .collect(),
             partition_keys: info.get_partition_keys().to_vec(),
+            added_columns: 0,
         };
         let partitioning = Partitioning::of(
             &schema,
@@ -249,6 +265,8 @@ impl FlussWriter {
             sink,
             whole_batches: !info.has_bucket_key() || info.get_num_buckets() <= 1,
             partitioning,
+            table_id: info.get_table_id(),
+            schema_id: info.get_schema_id(),
         })
     }
 

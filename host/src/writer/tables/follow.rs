@@ -1,0 +1,103 @@
+//! Tables that change while the writer has them open: Fluss adds columns
+//! (nullable, at the end) to a table in use, and a writer made before the
+//! change keeps writing the old columns. [`FlussWriter::follow_tables`]
+//! asks Fluss for each open table's schema and opens again each one whose
+//! schema changed; writes under way finish with the table they hold, the
+//! next ones get the new one. Rows made against the old columns (a
+//! transform's, made before it was initialised again; the spool's) stop
+//! short of the added ones and get NULL there (see
+//! [`crate::schema::TableSchema::added_columns`]).
+
+use std::sync::Arc;
+
+use super::{Table, expired, fluss_path};
+use crate::deadline::Deadline;
+use crate::schema::{TablePath, TableSchema};
+use crate::writer::{FlussWriter, WriteError};
+
+/// A table whose schema changed in Fluss, now open with its new schema.
+#[derive(Debug, Clone)]
+pub struct SchemaChange {
+    /// Which table.
+    pub table: TablePath,
+    /// The columns added at the end since the writer last looked.
+    pub added: Vec<String>,
+    /// The table was dropped and made again with other columns (not an
+    /// addition): rows are checked against the new columns only.
+    pub remade: bool,
+    /// The schema now.
+    pub schema: TableSchema,
+}
+
+impl FlussWriter {
+    /// Looks at every open table's schema in Fluss, each within `deadline`,
+    /// and opens again those whose schema changed. A table Fluss cannot
+    /// tell about now is left as it is (logged at debug level) and looked
+    /// at again next time.
+    pub async fn follow_tables(&self, deadline: Deadline) -> Vec<SchemaChange> {
+        let open: Vec<(TablePath, Arc<Table>)> = (self.tables.lock().await.iter())
+            .map(|(path, table)| (path.clone(), table.clone()))
+            .collect();
+        let mut changes = Vec::new();
+        for (path, table) in open {
+            match self.follow_table(&path, &table, deadline).await {
+                Ok(Some(change)) => changes.push(change),
+                Ok(None) => {}
+                Err(e) => tracing::debug!(table = %path, "cannot look at the table's schema now: {e}"),
+            }
+        }
+        changes
+    }
+
+    /// Opens `path` again when its schema in Fluss is not `open`'s.
+    async fn follow_table(
+        &self,
+        path: &TablePath,
+        open: &Arc<Table>,
+        deadline: Deadline,
+    ) -> Result<Option<SchemaChange>, WriteError> {
+        let info = deadline
+            .run(self.admin.get_table_info(&fluss_path(path)))
+            .await
+            .map_err(|_| expired(path, "looking at the schema of"))?
+            .map_err(|source| WriteError::Catalog {
+                table: path.to_string(),
+                step: Some("cannot look at the table's schema".into()),
+                source: Box::new(source),
+            })?;
+        if (info.get_table_id(), info.get_schema_id()) == (open.table_id, open.schema_id) {
+            return Ok(None);
+        }
+        let mut reopened = self.open_table(path, deadline).await?;
+        let (before, after) = (&open.schema.columns, &reopened.schema.columns);
+        let appended = open.table_id == reopened.table_id
+            && after.len() >= before.len()
+            && after[..before.len()] == before[..];
+        let added: Vec<String> = if appended {
+            after[before.len()..].iter().map(|c| c.name.clone()).collect()
+        } else {
+            Vec::new()
+        };
+        if appended {
+            reopened.schema.added_columns = open.schema.added_columns + added.len();
+        }
+        let schema = reopened.schema.clone();
+        let reopened = Arc::new(reopened);
+        {
+            let mut tables = self.tables.lock().await;
+            // Another look may have swapped it already: the newest stays.
+            match tables.get(path) {
+                Some(current) if Arc::ptr_eq(current, open) => {
+                    tables.insert(path.clone(), reopened);
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(SchemaChange {
+            table: path.clone(),
+            added,
+            remade: !appended,
+            schema,
+        }))
+    }
+}
