@@ -110,6 +110,28 @@ async fn lookup_at<T>(
     found.get_single_row().unwrap().map(|row| read(&row))
 }
 
+/// Adds nullable STRING column `name` at the end of table `path`, as
+/// another client would (`ALTER TABLE … ADD COLUMN`).
+pub async fn add_string_column(path: &TablePath, name: &str) {
+    use fluss::metadata::{AddColumn, AlterTableChanges, ColumnPositionType, DataTypes, JsonSerde};
+    let admin = connection().await.get_admin().expect("an admin client");
+    let data_type = DataTypes::string().serialize_json().expect("a type's JSON");
+    let changes = AlterTableChanges {
+        add_columns: vec![AddColumn {
+            column_name: name.to_string(),
+            data_type_json: serde_json::to_vec(&data_type).expect("JSON bytes"),
+            comment: None,
+            position: ColumnPositionType::Last,
+        }],
+        ..AlterTableChanges::default()
+    };
+    let fluss_path = FlussPath::new(path.database.clone(), path.table.clone());
+    admin
+        .alter_table(&fluss_path, false, changes)
+        .await
+        .expect("Fluss adds a nullable column at the end");
+}
+
 /// Maps JSON `payloads` to rows of `kind` for `schema`'s table and writes
 /// them with `w` (messages at offsets 0, 1, ...), failing the test when
 /// the write fails as a whole.

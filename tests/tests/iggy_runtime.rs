@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::TablePath;
-use integration_tests::fluss_cluster::{block, bootstrap, connection, read_log, unique_table};
+use integration_tests::fluss_cluster::{
+    add_string_column, block, bootstrap, connection, read_log, unique_table,
+};
 use integration_tests::iggy::{Connector, Outgoing, Server, binaries_present, start_runtime, wait_for_table};
 use integration_tests::{component, test_cache_dir};
 
@@ -241,4 +243,98 @@ config = {{ prefix = "{prefix}" }}"#,
         );
         assert!(rows.iter().all(|r| r[0] == *tenant));
     }
+}
+
+/// A producer runs while another client adds a column to the sink's table;
+/// the messages carry the field from the start. Through the real runtime,
+/// every message lands once, none written before the change carries the
+/// field, and every one produced more than `schema_refresh_interval` and a
+/// poll's slack after the change does.
+#[test]
+fn a_column_added_mid_stream_is_written_through_the_real_runtime() {
+    if !binaries_present("a_column_added_mid_stream_is_written_through_the_real_runtime") {
+        return;
+    }
+    const REFRESH: Duration = Duration::from_secs(1);
+    const CHUNK: u64 = 100;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let work = tempfile::tempdir().unwrap();
+    let server = Server::start(work.path(), 1);
+    let table = unique_table("runtime_follow");
+    let config = format!(
+        r#"bootstrap_servers = "{bootstrap}"
+database = "{database}"
+table = "{name}"
+schema_refresh_interval = "{refresh}ms"
+columns = [
+  {{ name = "order_id", type = "BIGINT", nullable = false }},
+  {{ name = "customer", type = "STRING" }},
+]"#,
+        bootstrap = bootstrap(),
+        database = table.database,
+        name = table.table,
+        refresh = REFRESH.as_millis(),
+    );
+    let produce = |from: u64| {
+        let messages: Vec<Outgoing> = (from..from + CHUNK)
+            .map(|i| Outgoing {
+                payload: format!(r#"{{"order_id":{i},"customer":"c{i}","channel":"web{i}"}}"#),
+                headers: vec![],
+            })
+            .collect();
+        server.produce_messages(Some(0), &messages);
+    };
+    let _runtime = start_runtime(&server, work.path(), "runtime", &Connector::new(config), &[]);
+    produce(0);
+    wait_for_table(&table);
+    // The first chunk in Fluss before the change: it cannot carry the field.
+    block(read_log(&table, CHUNK as usize, Duration::from_secs(60)));
+    block(add_string_column(&table, "channel"));
+    let altered = Instant::now();
+    // (first id of a chunk, when it was produced after the change)
+    let mut produced = Vec::new();
+    let mut next = CHUNK;
+    while altered.elapsed() < REFRESH + Duration::from_secs(5) {
+        produced.push((next, altered.elapsed()));
+        produce(next);
+        next += CHUNK;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rows = block(read_log(&table, next as usize, Duration::from_secs(90)));
+    let mut channel_of = std::collections::BTreeMap::new();
+    for row in &rows {
+        let id: u64 = row[0].parse().unwrap();
+        let channel = row.get(2).filter(|c| !c.is_empty()).cloned();
+        assert!(
+            channel_of.insert(id, channel).is_none(),
+            "order {id} landed twice"
+        );
+    }
+    assert_eq!(
+        channel_of.len() as u64,
+        next,
+        "every order once: {} of {next}",
+        channel_of.len()
+    );
+    assert!(
+        (0..CHUNK).all(|id| channel_of[&id].is_none()),
+        "written before the change"
+    );
+    let mut lag = None;
+    for &(first, after) in &produced {
+        let carried = (first..first + CHUNK)
+            .filter(|id| channel_of[id].as_deref() == Some(format!("web{id}").as_str()))
+            .count() as u64;
+        if carried > 0 && lag.is_none() {
+            lag = Some(after);
+        }
+        if after >= REFRESH + Duration::from_secs(3) {
+            assert_eq!(
+                carried, CHUNK,
+                "orders from {first}, produced {after:?} after the change, carry the new column"
+            );
+        }
+    }
+    let lag = lag.expect("some order carries the new column");
+    eprintln!("the first order with the new column was produced {lag:?} after the change");
 }

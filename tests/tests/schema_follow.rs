@@ -8,14 +8,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use fluss::metadata::{
-    AddColumn, AlterTableChanges, ColumnPositionType, DataTypes, JsonSerde, TablePath as FlussPath,
-};
 use fluss::row::{DataGetters, GenericRow, InternalRow};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::{DeadLetterKind, Deadline, JsonMapping, TablePath};
 use integration_tests::fluss_cluster::{
-    block, bootstrap, connection, lookup, read_log, settings, unique_table, writer,
+    add_string_column, block, bootstrap, lookup, read_log, settings, unique_table, writer,
 };
 use integration_tests::plugin::{Plugin, TestMessage, logged};
 use integration_tests::{component, table, test_cache_dir, text_batch};
@@ -23,30 +20,6 @@ use serde_json::json;
 
 /// How often the sink looks at its tables' schemas in these tests.
 const REFRESH: Duration = Duration::from_secs(1);
-
-/// Adds nullable STRING column `name` at the end of `path`, as another
-/// client would.
-async fn add_string_column(path: &TablePath, name: &str) {
-    let admin = connection().await.get_admin().expect("an admin client");
-    let data_type = DataTypes::string().serialize_json().expect("a type's JSON");
-    let changes = AlterTableChanges {
-        add_columns: vec![AddColumn {
-            column_name: name.to_string(),
-            data_type_json: serde_json::to_vec(&data_type).expect("JSON bytes"),
-            comment: None,
-            position: ColumnPositionType::Last,
-        }],
-        ..AlterTableChanges::default()
-    };
-    admin
-        .alter_table(
-            &FlussPath::new(path.database.clone(), path.table.clone()),
-            false,
-            changes,
-        )
-        .await
-        .expect("Fluss adds a nullable column at the end");
-}
 
 /// A sink config for `path` with `columns`, looking at its schema every
 /// [`REFRESH`].
