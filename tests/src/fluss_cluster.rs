@@ -113,8 +113,15 @@ async fn lookup_at<T>(
 /// Adds nullable STRING column `name` at the end of table `path`, as
 /// another client would (`ALTER TABLE … ADD COLUMN`).
 pub async fn add_string_column(path: &TablePath, name: &str) {
+    add_string_column_at(&bootstrap(), path, name).await;
+}
+
+/// [`add_string_column`] in the cluster at `bootstrap_servers`.
+pub async fn add_string_column_at(bootstrap_servers: &str, path: &TablePath, name: &str) {
     use fluss::metadata::{AddColumn, AlterTableChanges, ColumnPositionType, DataTypes, JsonSerde};
-    let admin = connection().await.get_admin().expect("an admin client");
+    let admin = (connection_to(bootstrap_servers).await)
+        .get_admin()
+        .expect("an admin client");
     let data_type = DataTypes::string().serialize_json().expect("a type's JSON");
     let changes = AlterTableChanges {
         add_columns: vec![AddColumn {

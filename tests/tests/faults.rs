@@ -23,6 +23,8 @@ use integration_tests::plugin::{Plugin, TestMessage, assert_prompt, logged, next
 use integration_tests::{component, test_cache_dir};
 use serde_json::{Value, json};
 
+#[path = "faults/schema.rs"]
+mod schema;
 #[path = "faults/streamed.rs"]
 mod streamed;
 
@@ -530,6 +532,7 @@ fn every_promise_holds_under_faults() {
     wrong_schema_dead_letter_table(&mut suite);
     unwritable_dead_letter_table(&mut suite);
     same_key_twice_during_a_restart(&mut suite);
+    schema::coordinator_hung_while_the_sink_looks_at_its_tables(&mut suite);
     tablet_dead_longer_than_the_deadline(&mut suite);
     eprintln!("\nfault case | time");
     for (case, took) in &suite.timings {

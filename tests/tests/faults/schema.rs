@@ -1,0 +1,96 @@
+//! Looking at the tables' schemas while the coordinator hangs.
+
+use std::time::{Duration, Instant};
+
+use integration_tests::fluss_cluster::{add_string_column_at, block, read_log_at, unique_table};
+use integration_tests::plugin::{TestMessage, assert_prompt, logged, next_id};
+use serde_json::json;
+
+use super::{DEADLINE, Suite};
+
+/// How often the instance here looks at its tables.
+const REFRESH: Duration = Duration::from_secs(1);
+/// The bound of one look at the tables with that interval (the sink's
+/// least: `pipeline::follow::MIN_LOOK`).
+const MIN_LOOK: Duration = Duration::from_secs(1);
+
+/// Messages `from..from + count`, each carrying field `extra`.
+fn with_extra(from: u64, count: u64) -> Vec<TestMessage> {
+    (from..from + count)
+        .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","extra":"e{i}"}}"#)))
+        .collect()
+}
+
+/// The coordinator frozen (sockets open, nothing answers) while the sink
+/// looks at its tables every second: the writes, which go to the tablet
+/// server, go on, each within its deadline, because a look waits on a task
+/// of its own, for at most its bound. Once the coordinator answers again, a
+/// column added to the table is followed.
+pub(super) fn coordinator_hung_while_the_sink_looks_at_its_tables(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("look_hung"), unique_table("look_hung_dlq"));
+    let mut config = suite.config(&path, &dlq, DEADLINE);
+    config["schema_refresh_interval"] = json!(format!("{}ms", REFRESH.as_millis()));
+    let id = next_id();
+    suite.plugin.open_ok(id, &config);
+    let (code, _) = suite.consume(id, &with_extra(0, 10));
+    assert_eq!(code, 0, "before the freeze");
+
+    suite.cluster.script(&["pause", "coordinator"]);
+    let frozen = Instant::now();
+    let (mut next, mut slowest) = (10, Duration::ZERO);
+    // Three looks and more, and well inside the ZooKeeper session (6 s).
+    while frozen.elapsed() < REFRESH * 3 + Duration::from_millis(500) {
+        let (code, took) = suite.consume(id, &with_extra(next, 10));
+        assert_eq!(
+            code,
+            0,
+            "a write while the coordinator hangs: {:?}",
+            logged(&format!("instance={id}"))
+        );
+        assert_prompt("a write while the coordinator hangs", took, DEADLINE);
+        // A look holds nothing a write needs: no write waits out a look's
+        // bound (a second), which a write of 10 messages is far below.
+        assert!(
+            took < MIN_LOOK / 2,
+            "a write while the coordinator hangs took {took:?}: it waited for a look"
+        );
+        slowest = slowest.max(took);
+        next += 10;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    suite.cluster.script(&["resume", "coordinator"]);
+    suite.wait_until_answering();
+    suite.record("writes while the coordinator hangs, looking at tables", slowest);
+
+    let bootstrap = suite.cluster.bootstrap();
+    block(add_string_column_at(&bootstrap, &path, "extra"));
+    let altered = Instant::now();
+    let carried = loop {
+        let (code, _) = suite.consume(id, &with_extra(next, 10));
+        assert_eq!(code, 0, "after the thaw");
+        next += 10;
+        let rows = block(read_log_at(
+            &bootstrap,
+            &path,
+            next as usize,
+            Duration::from_secs(20),
+        ));
+        if rows
+            .iter()
+            .any(|row| row.get(2).is_some_and(|extra| !extra.is_empty()))
+        {
+            break rows;
+        }
+        assert!(
+            altered.elapsed() < REFRESH * 5,
+            "the added column is not written {:?} after the change: {:?}",
+            altered.elapsed(),
+            logged(&format!("instance={id}"))
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut ids: Vec<i64> = carried.iter().map(|row| row[0].parse().unwrap()).collect();
+    ids.sort();
+    assert_eq!(ids, (0..next as i64).collect::<Vec<_>>(), "every message once");
+    assert_eq!(suite.plugin.close(id), 0);
+}
