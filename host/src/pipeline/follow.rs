@@ -22,6 +22,9 @@ use crate::writer::SchemaChange;
 /// interval: one RPC to the coordinator per open table.
 const MIN_LOOK: Duration = Duration::from_secs(1);
 
+/// The most a look made at once (a write found its table changed) takes.
+pub(super) const LOOK_BOUND: Duration = Duration::from_secs(5);
+
 impl Pipeline {
     /// Starts looking at the tables every `interval`, until the pipeline
     /// closes or is dropped.

@@ -45,6 +45,15 @@ pub enum WriteError {
         #[source]
         last_error: Option<ClientError>,
     },
+    /// The table's schema changed while it was written: the rows not yet
+    /// acknowledged must be made again for its new columns.
+    #[error(
+        "table {table} changed in Fluss while it was written (a column was added): the rows are written again for its new columns"
+    )]
+    SchemaChanged {
+        /// Which table.
+        table: String,
+    },
     /// Fluss did not answer a step other than a write before the deadline.
     #[error("Fluss did not answer before the deadline (delivery_timeout) while {step}")]
     DeadlinePassed {

@@ -15,7 +15,16 @@ pub(in crate::writer) enum Failure {
     /// gone, transient if it exists (a restarted tablet server answers this
     /// until it has loaded its replicas).
     TableUnknown,
+    /// The table's schema changed under the writer: fluss-rs makes a
+    /// primary-key table's new batches with the schema its metadata has now
+    /// and refuses rows of a writer made before (sending them again through
+    /// it cannot succeed; a writer of the new schema can).
+    SchemaChanged,
 }
+
+/// What fluss-rs 1.0 says when a row's writer was made for another schema
+/// than its metadata has now (`client/write/batch.rs`).
+const SCHEMA_CHANGED: &str = "of the write record to append is not the same as the current schema id";
 
 /// Sorts a write error. Transient errors are an explicit list (the network,
 /// timeouts, leaders and replicas not available, a full buffer, no server
@@ -55,6 +64,7 @@ pub(in crate::writer) fn classify(error: &fluss::error::Error) -> Failure {
         // The connection failed, the buffer was full, or the client had no
         // server to send to (fluss-rs reports "no tablet server available"
         // and a dropped result channel as unexpected errors).
+        E::UnexpectedError { message, .. } if message.contains(SCHEMA_CHANGED) => Failure::SchemaChanged,
         E::RpcError { .. }
         | E::IoUnexpectedError { .. }
         | E::BufferExhausted { .. }
@@ -112,6 +122,15 @@ mod tests {
             Failure::Permanent
         );
         assert_eq!(classify(&api(F::InvalidTableException, "")), Failure::Permanent);
+        assert_eq!(
+            classify(&E::UnexpectedError {
+                message: "schema id 1 of the write record to append is not the same as the current \
+                          schema id 2 in the batch."
+                    .into(),
+                source: None,
+            }),
+            Failure::SchemaChanged
+        );
         assert_eq!(
             classify(&E::BufferExhausted {
                 message: "full".into()

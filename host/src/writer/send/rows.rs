@@ -143,6 +143,7 @@ impl FlussWriter {
                 let mut transient = Vec::new();
                 let mut refused_now = Vec::new();
                 let mut last_error = None;
+                let mut schema_changed = false;
                 for (i, result) in sent {
                     let acked = match result {
                         Ok(future) => match self.acknowledgement(path, future, deadline, sent_at).await {
@@ -163,6 +164,7 @@ impl FlussWriter {
                             Failure::Permanent => {
                                 refused_now.push((i, format!("Fluss refused the write: {error}")));
                             }
+                            Failure::SchemaChanged => schema_changed = true,
                             _ => {
                                 transient.push(i);
                                 last_error = Some(error);
@@ -170,9 +172,14 @@ impl FlussWriter {
                         }
                     }
                 }
-                Ok((transient, refused_now, last_error))
+                Ok((transient, refused_now, last_error, schema_changed))
             };
-            let (transient, refused_now, last_error) = racing_flush(acks, flush()).await?;
+            let (transient, refused_now, last_error, schema_changed) = racing_flush(acks, flush()).await?;
+            if schema_changed {
+                return Err(WriteError::SchemaChanged {
+                    table: path.to_string(),
+                });
+            }
             for (i, reason) in refused_now {
                 refused[i] = true;
                 failures.push((converted[i].0, reason));
