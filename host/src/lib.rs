@@ -60,6 +60,16 @@ pub mod test_support {
     pub use crate::rows::keyed::{KeyedMapping, KeyedOutput};
     pub use crate::writer::{AllMade, ChunkFinisher, MadeChunks, TransformedChunk};
 
+    /// Fetches table `path`'s metadata into `writer`'s client again, as the
+    /// writer does itself after a write that was not acknowledged in time,
+    /// without opening the table again: after a column was added, the
+    /// writers it holds are then of a schema the client no longer has.
+    pub async fn refresh_client_metadata(writer: &crate::FlussWriter, path: &crate::TablePath) {
+        writer
+            .refresh_table_metadata(path, crate::Deadline::after(std::time::Duration::from_secs(10)))
+            .await;
+    }
+
     /// Fluss's Arrow form of `schema`, as the writer appends it.
     pub fn arrow_schema_of(schema: &TableSchema) -> Result<SchemaRef, String> {
         crate::writer::arrow_schema_of(schema)

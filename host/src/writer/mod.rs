@@ -190,6 +190,9 @@ pub struct FlussWriter {
     /// trouble, and the client's buffer may be full (see
     /// [`FlussWriter::append_may_wait`]).
     troubled: std::sync::atomic::AtomicBool,
+    /// Schema changes writes met and followed, not yet reported by
+    /// [`FlussWriter::follow_tables`].
+    changes_met: std::sync::Mutex<Vec<SchemaChange>>,
 }
 
 impl Drop for FlussWriter {
@@ -268,6 +271,7 @@ impl FlussWriter {
             metrics: None,
             stale: std::sync::atomic::AtomicBool::new(false),
             troubled: std::sync::atomic::AtomicBool::new(false),
+            changes_met: std::sync::Mutex::new(Vec::new()),
         };
         if let Some(path) = writer.settings.dead_letter_table.clone() {
             writer.open_dead_letter_table(&path, deadline).await?;

@@ -26,6 +26,20 @@ pub(in crate::writer) enum Failure {
 /// than its metadata has now (`client/write/batch.rs`).
 const SCHEMA_CHANGED: &str = "of the write record to append is not the same as the current schema id";
 
+/// Whether `message` is fluss-rs 1.0's refusal of an Arrow batch narrower
+/// than the table (`RecordBatch has 2 columns but the table has 3`), which
+/// an append writer made before columns were added gives once the client's
+/// metadata has them.
+fn is_narrower_batch(message: &str) -> bool {
+    let Some(rest) = message.strip_prefix("RecordBatch has ") else {
+        return false;
+    };
+    let Some((made, table)) = rest.split_once(" columns but the table has ") else {
+        return false;
+    };
+    matches!((made.parse::<usize>(), table.parse::<usize>()), (Ok(made), Ok(table)) if made < table)
+}
+
 /// Sorts a write error. Transient errors are an explicit list (the network,
 /// timeouts, leaders and replicas not available, a full buffer, no server
 /// known to the client); everything else is permanent and dead-letters the
@@ -65,6 +79,7 @@ pub(in crate::writer) fn classify(error: &fluss::error::Error) -> Failure {
         // server to send to (fluss-rs reports "no tablet server available"
         // and a dropped result channel as unexpected errors).
         E::UnexpectedError { message, .. } if message.contains(SCHEMA_CHANGED) => Failure::SchemaChanged,
+        E::IllegalArgument { message } if is_narrower_batch(message) => Failure::SchemaChanged,
         E::RpcError { .. }
         | E::IoUnexpectedError { .. }
         | E::BufferExhausted { .. }
@@ -130,6 +145,17 @@ mod tests {
                 source: None,
             }),
             Failure::SchemaChanged
+        );
+        let arrow = |message: &str| E::IllegalArgument {
+            message: message.into(),
+        };
+        assert_eq!(
+            classify(&arrow("RecordBatch has 2 columns but the table has 3")),
+            Failure::SchemaChanged
+        );
+        assert_eq!(
+            classify(&arrow("RecordBatch has 3 columns but the table has 2")),
+            Failure::Permanent
         );
         assert_eq!(
             classify(&E::BufferExhausted {

@@ -235,7 +235,7 @@ impl FlussWriter {
     /// answers (a restart of the only one), and that view holds no tables: until
     /// something fetches the table again, new writes fail with "table not
     /// found" and batches already queued are never sent.
-    pub(in crate::writer) async fn refresh_table_metadata(&self, table: &TablePath, deadline: Deadline) {
+    pub(crate) async fn refresh_table_metadata(&self, table: &TablePath, deadline: Deadline) {
         let metadata = self.connection.get_metadata();
         match deadline
             .at_most(METADATA_NUDGE)

@@ -19,7 +19,7 @@ use crate::rows::to_fluss;
 use crate::schema::{TablePath, TableSchema};
 use crate::writer::delivery::failure::{Failure, undelivered};
 use crate::writer::delivery::racing_flush;
-use crate::writer::tables::Table;
+use crate::writer::tables::{Sink, Table};
 use crate::writer::{FlussWriter, PendingRow, WriteError};
 
 /// Roughly how many bytes one Arrow append carries when a write is cut
@@ -92,6 +92,15 @@ impl AppendRows for ColumnRows {
     fn record(&self, rows: Range<usize>) -> Result<RecordBatch, String> {
         ColumnRows::record(self, rows)
     }
+}
+
+/// The distinct messages of the rows `part`, in order.
+fn part_messages(messages: &[u32], part: Range<usize>) -> impl Iterator<Item = u32> + '_ {
+    let mut last = None;
+    messages[part]
+        .iter()
+        .copied()
+        .filter(move |&m| last.replace(m) != Some(m))
 }
 
 /// `record` as `table` takes it: as it is, or, when it was made against
@@ -285,13 +294,28 @@ impl FlussWriter {
             let Err(error) = result else {
                 continue;
             };
-            let refused = if self.failure_of(path, &error, deadline).await == Failure::Permanent {
-                Some(format!("Fluss refused the write: {error}"))
-            } else {
-                let again = self.deliver(path, what, true, deadline, || {
-                    writer.append_arrow_batch(record.clone())
-                });
-                racing_flush(again, writer.flush()).await?.err()
+            let refused = match self.failure_of(path, &error, deadline).await {
+                Failure::Permanent => Some(format!("Fluss refused the write: {error}")),
+                Failure::SchemaChanged => {
+                    // Refused before it was sent: it goes, with NULL in the
+                    // added columns, through the table opened again. Should
+                    // that refuse it too, its messages are dead-lettered
+                    // whole (not bisected).
+                    match self.append_after_change(path, record, what, deadline).await? {
+                        Ok(()) => continue,
+                        Err(reason) => {
+                            failures
+                                .extend(part_messages(rows.messages(), part).map(|m| (m, reason.clone())));
+                            continue;
+                        }
+                    }
+                }
+                _ => {
+                    let again = self.deliver(path, what, true, deadline, || {
+                        writer.append_arrow_batch(record.clone())
+                    });
+                    racing_flush(again, writer.flush()).await?.err()
+                }
             };
             if let Some(reason) = refused {
                 let append = Append {
@@ -305,6 +329,31 @@ impl FlussWriter {
             }
         }
         Ok(())
+    }
+
+    /// Appends `record`, made for table `path` before columns were added to
+    /// it, through the table opened again now (see
+    /// [`FlussWriter::table_after_change`]), with NULL in those columns;
+    /// `Ok(Err(reason))` when it refuses it for good.
+    async fn append_after_change(
+        &self,
+        path: &TablePath,
+        record: RecordBatch,
+        what: &str,
+        deadline: Deadline,
+    ) -> Result<Result<(), String>, WriteError> {
+        let table = self.table_after_change(path, deadline).await?;
+        let record = widened(record, &table).map_err(|reason| WriteError::Table {
+            table: path.to_string(),
+            reason,
+        })?;
+        let Sink::Log(writer) = &table.sink else {
+            return Ok(Err(format!("table {path} is no longer a log table")));
+        };
+        let again = self.deliver(path, what, true, deadline, || {
+            writer.append_arrow_batch(record.clone())
+        });
+        racing_flush(again, writer.flush()).await
     }
 
     /// Finds the messages of `part` (refused for good with `reason`) that

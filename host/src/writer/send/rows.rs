@@ -164,7 +164,10 @@ impl FlussWriter {
                             Failure::Permanent => {
                                 refused_now.push((i, format!("Fluss refused the write: {error}")));
                             }
-                            Failure::SchemaChanged => schema_changed = true,
+                            // Upserts may be written again whole; appends
+                            // of rows already taken may not (they would
+                            // repeat): theirs wait, as a transient failure's.
+                            Failure::SchemaChanged if keyed => schema_changed = true,
                             _ => {
                                 transient.push(i);
                                 last_error = Some(error);

@@ -33,12 +33,13 @@ impl FlussWriter {
     /// Looks at every open table's schema in Fluss, each within `deadline`,
     /// and opens again those whose schema changed. A table Fluss cannot
     /// tell about now is left as it is (logged at debug level) and looked
-    /// at again next time.
+    /// at again next time. The changes a write met since the last call (see
+    /// [`FlussWriter::table_after_change`]) come first.
     pub async fn follow_tables(&self, deadline: Deadline) -> Vec<SchemaChange> {
         let open: Vec<(TablePath, Arc<Table>)> = (self.tables.lock().await.iter())
             .map(|(path, table)| (path.clone(), table.clone()))
             .collect();
-        let mut changes = Vec::new();
+        let mut changes = std::mem::take(&mut *self.changes_met.lock().unwrap_or_else(|e| e.into_inner()));
         for (path, table) in open {
             match self.follow_table(&path, &table, deadline).await {
                 Ok(Some(change)) => changes.push(change),
@@ -47,6 +48,23 @@ impl FlussWriter {
             }
         }
         changes
+    }
+
+    /// The table at `path` as it is open now, once a write through the one
+    /// it held was refused for a schema it no longer has: looked at again at
+    /// once (the change kept for [`FlussWriter::follow_tables`] to report),
+    /// unless it was opened again since.
+    pub(in crate::writer) async fn table_after_change(
+        &self,
+        path: &TablePath,
+        deadline: Deadline,
+    ) -> Result<Arc<Table>, WriteError> {
+        let open = self.table(path, deadline).await?;
+        if let Some(change) = self.follow_table(path, &open, deadline).await? {
+            tracing::info!(table = %path, "a write met a change of table {path}: it is opened again");
+            (self.changes_met.lock().unwrap_or_else(|e| e.into_inner())).push(change);
+        }
+        self.table(path, deadline).await
     }
 
     /// Opens `path` again when its schema in Fluss is not `open`'s.
