@@ -24,6 +24,9 @@ const DEADLINE: Duration = Duration::from_secs(2);
 /// The longest a spool may take to drain once Fluss is back.
 const DRAIN_LIMIT: Duration = Duration::from_secs(120);
 
+#[path = "spool/schema.rs"]
+mod schema;
+
 struct Suite {
     cluster: LocalCluster,
     plugin: &'static Plugin,
@@ -495,6 +498,7 @@ fn nothing_is_lost_while_fluss_is_away() {
     primary_key_keeps_the_last_write(&mut suite);
     a_full_spool_refuses_within_the_deadline(&mut suite);
     a_table_dropped_under_the_spool(&mut suite);
+    schema::a_column_added_while_a_batch_is_spooled(&mut suite);
     disk_errors_are_never_taken_as_durable(&mut suite);
     eprintln!("\nspool case | time");
     for (case, took) in &suite.timings {

@@ -77,7 +77,8 @@ impl FlussWriter {
 
     /// Sends with `send` until acknowledged: transient errors are retried
     /// with exponential backoff and jitter, bounded by `max_retries` and
-    /// `deadline`. `Ok(Err(reason))` is a permanent refusal. Retries are
+    /// `deadline`. `Ok(Err(reason))` is a permanent refusal;
+    /// [`WriteError::SchemaChanged`], a writer older than the table. Retries are
     /// logged at warn level when `warn_on_retry`, at debug level otherwise.
     pub(in crate::writer) async fn deliver(
         &self,
@@ -121,8 +122,15 @@ impl FlussWriter {
                 Ok(()) => return Ok(Ok(())),
                 Err(e) => e,
             };
-            if self.failure_of(table, &error, deadline).await == Failure::Permanent {
-                return Ok(Err(format!("Fluss refused the write: {error}")));
+            match self.failure_of(table, &error, deadline).await {
+                Failure::Permanent => return Ok(Err(format!("Fluss refused the write: {error}"))),
+                // Sending it again through this writer cannot succeed.
+                Failure::SchemaChanged => {
+                    return Err(WriteError::SchemaChanged {
+                        table: table.to_string(),
+                    });
+                }
+                _ => {}
             }
             if !retries.wait_after(1, &error).await {
                 return Err(undelivered_after(what, retries.made(), error));

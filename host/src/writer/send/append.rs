@@ -314,7 +314,21 @@ impl FlussWriter {
                     let again = self.deliver(path, what, true, deadline, || {
                         writer.append_arrow_batch(record.clone())
                     });
-                    racing_flush(again, writer.flush()).await?.err()
+                    match racing_flush(again, writer.flush()).await {
+                        // The table changed while the part was sent again:
+                        // as above.
+                        Err(WriteError::SchemaChanged { .. }) => {
+                            if let Err(reason) =
+                                self.append_after_change(path, record, what, deadline).await?
+                            {
+                                failures.extend(
+                                    part_messages(rows.messages(), part).map(|m| (m, reason.clone())),
+                                );
+                            }
+                            continue;
+                        }
+                        again => again?.err(),
+                    }
                 }
             };
             if let Some(reason) = refused {

@@ -102,16 +102,19 @@ impl FlussWriter {
         table: &TablePath,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        let target = self.table(table, deadline).await?;
-        let Sink::Log(writer) = &target.sink else {
-            return Err(WriteError::Table {
-                table: table.to_string(),
-                reason: "arrow_ipc payloads go to log tables only".into(),
-            });
-        };
+        let mut target = self.table(table, deadline).await?;
         let mut report = WriteReport::default();
         let mut reasons: Vec<(usize, DeadLetterKind, String)> = Vec::new();
-        for (i, message) in batch.iter().enumerate() {
+        let mut messages = batch.iter().enumerate();
+        // A message to send again through the table opened again, once.
+        let (mut again, mut retried) = (None, None);
+        while let Some((i, message)) = again.take().or_else(|| messages.next()) {
+            let Sink::Log(writer) = &target.sink else {
+                return Err(WriteError::Table {
+                    table: table.to_string(),
+                    reason: "arrow_ipc payloads go to log tables only".into(),
+                });
+            };
             let record = match decode(message.payload, &target.arrow_schema) {
                 Ok(b) => b,
                 Err(reason) => {
@@ -151,11 +154,28 @@ impl FlussWriter {
                     // A partition may have gone (dropped, or expired by Fluss).
                     partitioning.forget();
                 }
+                if let (Err(WriteError::SchemaChanged { .. }), None) = (&acked, &target.partitioning) {
+                    // Refused before it was sent: the message is decoded
+                    // again for the table opened again, and sent through it.
+                    failed = Some(None);
+                    break;
+                }
                 if let Err(reason) = acked? {
-                    failed = Some(reason);
+                    failed = Some(Some(reason));
                     break;
                 }
             }
+            if let Some(None) = failed {
+                if retried == Some(i) {
+                    return Err(WriteError::SchemaChanged {
+                        table: table.to_string(),
+                    });
+                }
+                target = self.table_after_change(table, deadline).await?;
+                (again, retried) = (Some((i, message)), Some(i));
+                continue;
+            }
+            let failed = failed.flatten();
             match failed {
                 None => {
                     report.written += 1;
