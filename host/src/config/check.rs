@@ -18,13 +18,19 @@ impl SinkConfig {
             ("delivery_timeout", self.delivery_timeout),
             ("open_timeout", self.open_timeout),
             ("close_timeout", self.close_timeout),
-            ("schema_refresh_interval", self.schema_refresh_interval),
         ] {
             if value.is_zero() {
                 return bad(format!(
                     "{name} must be more than 0 (it bounds the call it names), for example \"30s\""
                 ));
             }
+        }
+        if self.schema_refresh_interval.is_zero() {
+            return bad(
+                "schema_refresh_interval must be more than 0 (how often the tables' schemas are looked at), \
+                 for example \"10s\""
+                    .into(),
+            );
         }
         if let Some(t) = &self.transform
             && t.reload
@@ -136,6 +142,10 @@ mod tests {
                 "delivery_timeout must be more than 0",
             ),
             (r#""open_timeout":"0ms""#, "open_timeout must be more than 0"),
+            (
+                r#""schema_refresh_interval":"0s""#,
+                "schema_refresh_interval must be more than 0",
+            ),
             (r#""bucket_count":0"#, "bucket_count must be at least 1"),
             (r#""partial_update":true"#, "partial_update needs table_type"),
             (r#""dead_letter_table":"d.t""#, "the sink's own table"),

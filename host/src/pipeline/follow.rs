@@ -88,7 +88,7 @@ fn log_change(metrics: &InstanceMetrics, change: &SchemaChange) {
     if change.remade {
         tracing::warn!(
             table = %change.table,
-            "table {} was made again in Fluss with other columns ({}); rows are checked against them",
+            "table {} was dropped and made again in Fluss (its columns now: {}); rows are checked against them",
             change.table,
             column_names(&change.schema)
         );

@@ -22,8 +22,9 @@ pub struct SchemaChange {
     pub table: TablePath,
     /// The columns added at the end since the writer last looked.
     pub added: Vec<String>,
-    /// The table was dropped and made again with other columns (not an
-    /// addition): rows are checked against the new columns only.
+    /// The table was dropped and made again (another table id), or its
+    /// columns changed otherwise than by an addition at the end: rows are
+    /// checked against the new columns only.
     pub remade: bool,
     /// The schema now.
     pub schema: TableSchema,
