@@ -4,7 +4,9 @@
 //! change, and, when the sink's own table changed, makes the row stage
 //! again for its new columns (the JSON mapping made anew, a transform
 //! initialised again with the new schema), so that the batches after it
-//! write them. A batch already under way finishes with the stage it took.
+//! write them. A batch already under way finishes with the stage it took;
+//! one a change catches (fluss-rs refuses writers older than its metadata)
+//! is written again for the new columns.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -12,18 +14,18 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use super::open::make_stage;
-use super::{Pipeline, PipelineError};
+use super::{Held, HeldRows, Pipeline, PipelineError};
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
 use crate::schema::TableSchema;
-use crate::writer::SchemaChange;
+use crate::writer::{SchemaChange, WriteError, WriteReport};
 
 /// The least time one look at the tables may take, however short the
 /// interval: one RPC to the coordinator per open table.
 const MIN_LOOK: Duration = Duration::from_secs(1);
 
 /// The most a look made at once (a write found its table changed) takes.
-pub(super) const LOOK_BOUND: Duration = Duration::from_secs(5);
+const LOOK_BOUND: Duration = Duration::from_secs(5);
 
 impl Pipeline {
     /// Starts looking at the tables every `interval`, until the pipeline
@@ -68,6 +70,35 @@ impl Pipeline {
                 column_names(&schema),
                 self.table
             ),
+        }
+    }
+
+    /// Writes `held` before `deadline`. When its table's schema changed
+    /// while it was written (see [`WriteError::SchemaChanged`]), the sink
+    /// looks at its tables at once and writes it again, once, with rows
+    /// made for the new columns (a transform's made again, as a replay's
+    /// are); only primary-key tables refuse rows of the schema before, and
+    /// their upserts and deletes may be repeated (the final state is the
+    /// same).
+    pub(super) async fn write_held(
+        self: &Arc<Self>,
+        held: Held,
+        deadline: Deadline,
+    ) -> Result<WriteReport, PipelineError> {
+        let again = Held {
+            rows: match &held.rows {
+                Some((HeldRows::Made(rows), kind)) => Some((HeldRows::Made(rows.clone()), *kind)),
+                _ => None,
+            },
+            ..held.clone()
+        };
+        match self.write_held_once(held, deadline).await {
+            Err(PipelineError::Write(WriteError::SchemaChanged { table })) => {
+                tracing::info!(table = %table, "table {table} changed while a batch was written: it is written again for the new columns");
+                self.follow_tables(deadline.at_most(LOOK_BOUND)).await;
+                self.write_held_once(again, deadline).await
+            }
+            written => written,
         }
     }
 

@@ -19,7 +19,7 @@ use crate::metrics::InstanceMetrics;
 use crate::rows::TransformOutput;
 use crate::rows::keyed::KeyedOutput;
 use crate::schema::{TablePath, TableSchema};
-use crate::writer::{ChunkFinisher, FlussWriter, WriteError, WriteReport};
+use crate::writer::{ChunkFinisher, FlussWriter, WriteReport};
 
 mod chunk_size;
 mod chunks;
@@ -188,36 +188,7 @@ impl Pipeline {
         Ok(Held { schema, batch, rows })
     }
 
-    /// Writes `held` before `deadline`. When its table's schema changed
-    /// while it was written (see [`WriteError::SchemaChanged`]), the sink
-    /// looks at its tables at once and writes it again, once, with rows
-    /// made for the new columns (a transform's made again, as a replay's
-    /// are); only primary-key tables refuse rows of the schema before, and
-    /// their upserts and deletes may be repeated (the final state is the
-    /// same).
-    async fn write_held(
-        self: &Arc<Self>,
-        held: Held,
-        deadline: Deadline,
-    ) -> Result<WriteReport, PipelineError> {
-        let again = Held {
-            rows: match &held.rows {
-                Some((HeldRows::Made(rows), kind)) => Some((HeldRows::Made(rows.clone()), *kind)),
-                _ => None,
-            },
-            ..held.clone()
-        };
-        match self.write_held_once(held, deadline).await {
-            Err(PipelineError::Write(WriteError::SchemaChanged { table })) => {
-                tracing::info!(table = %table, "table {table} changed while a batch was written: it is written again for the new columns");
-                self.follow_tables(deadline.at_most(follow::LOOK_BOUND)).await;
-                self.write_held_once(again, deadline).await
-            }
-            written => written,
-        }
-    }
-
-    /// [`Pipeline::write_held`], once.
+    /// Writes `held` before `deadline`, once (see [`Pipeline::write_held`]).
     async fn write_held_once(
         self: &Arc<Self>,
         held: Held,
