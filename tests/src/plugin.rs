@@ -427,3 +427,11 @@ pub fn log_config(
         "delivery_timeout": "60s"
     })
 }
+
+/// JSON messages `from..from + count` (offsets are the ids), each
+/// `{"id", "name", "extra"}`: for tests that add column `extra` mid-stream.
+pub fn messages_with_extra(from: u64, count: u64) -> Vec<TestMessage> {
+    (from..from + count)
+        .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","extra":"e{i}"}}"#)))
+        .collect()
+}

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::fluss_cluster::{add_string_column_at, block, read_log_at, unique_table};
-use integration_tests::plugin::{TestMessage, assert_prompt, logged, next_id};
+use integration_tests::plugin::{assert_prompt, logged, messages_with_extra, next_id};
 use serde_json::json;
 
 use super::{DEADLINE, Suite};
@@ -13,13 +13,6 @@ const REFRESH: Duration = Duration::from_secs(1);
 /// The bound of one look at the tables with that interval (the sink's
 /// least: `pipeline::follow::MIN_LOOK`).
 const MIN_LOOK: Duration = Duration::from_secs(1);
-
-/// Messages `from..from + count`, each carrying field `extra`.
-fn with_extra(from: u64, count: u64) -> Vec<TestMessage> {
-    (from..from + count)
-        .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","extra":"e{i}"}}"#)))
-        .collect()
-}
 
 /// The coordinator frozen (sockets open, nothing answers) while the sink
 /// looks at its tables every second: the writes, which go to the tablet
@@ -32,7 +25,7 @@ pub(super) fn coordinator_hung_while_the_sink_looks_at_its_tables(suite: &mut Su
     config["schema_refresh_interval"] = json!(format!("{}ms", REFRESH.as_millis()));
     let id = next_id();
     suite.plugin.open_ok(id, &config);
-    let (code, _) = suite.consume(id, &with_extra(0, 10));
+    let (code, _) = suite.consume(id, &messages_with_extra(0, 10));
     assert_eq!(code, 0, "before the freeze");
 
     suite.cluster.script(&["pause", "coordinator"]);
@@ -40,7 +33,7 @@ pub(super) fn coordinator_hung_while_the_sink_looks_at_its_tables(suite: &mut Su
     let (mut next, mut slowest) = (10, Duration::ZERO);
     // Three looks and more, and well inside the ZooKeeper session (6 s).
     while frozen.elapsed() < REFRESH * 3 + Duration::from_millis(500) {
-        let (code, took) = suite.consume(id, &with_extra(next, 10));
+        let (code, took) = suite.consume(id, &messages_with_extra(next, 10));
         assert_eq!(
             code,
             0,
@@ -66,7 +59,7 @@ pub(super) fn coordinator_hung_while_the_sink_looks_at_its_tables(suite: &mut Su
     block(add_string_column_at(&bootstrap, &path, "extra"));
     let altered = Instant::now();
     let carried = loop {
-        let (code, _) = suite.consume(id, &with_extra(next, 10));
+        let (code, _) = suite.consume(id, &messages_with_extra(next, 10));
         assert_eq!(code, 0, "after the thaw");
         next += 10;
         let rows = block(read_log_at(

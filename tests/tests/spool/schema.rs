@@ -3,18 +3,11 @@
 use std::time::{Duration, Instant};
 
 use integration_tests::fluss_cluster::{add_string_column_at, block, read_log_at, unique_table};
-use integration_tests::plugin::{TestMessage, logged};
+use integration_tests::plugin::{logged, messages_with_extra};
 use integration_tests::{component, test_cache_dir};
 use serde_json::json;
 
 use super::{Suite, assert_exactly_once, records_in};
-
-/// Messages `from..from + count`, each carrying field `extra`.
-fn with_extra(from: u64, count: u64) -> Vec<TestMessage> {
-    (from..from + count)
-        .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","extra":"e{i}"}}"#)))
-        .collect()
-}
 
 /// A column added while the only tablet server is away and a batch is
 /// spooled: once the server is back, the batch spooled before the change
@@ -34,9 +27,9 @@ pub(super) fn a_column_added_while_a_batch_is_spooled(suite: &mut Suite) {
         "cache_dir": test_cache_dir().display().to_string()
     });
     let id = suite.plugin.open_new(&config);
-    suite.consume_ok("warm-up", id, &with_extra(0, 50));
+    suite.consume_ok("warm-up", id, &messages_with_extra(0, 50));
     suite.kill_tablet();
-    suite.consume_ok("spooled before the change", id, &with_extra(50, 50));
+    suite.consume_ok("spooled before the change", id, &messages_with_extra(50, 50));
     assert_eq!(records_in(&dir), 1, "the batch before the change is spooled");
     let bootstrap = suite.cluster.bootstrap();
     block(add_string_column_at(&bootstrap, &path, "extra"));
@@ -54,7 +47,7 @@ pub(super) fn a_column_added_while_a_batch_is_spooled(suite: &mut Suite) {
         std::thread::sleep(Duration::from_millis(100));
     }
     suite.kill_tablet();
-    suite.consume_ok("spooled after the change", id, &with_extra(100, 50));
+    suite.consume_ok("spooled after the change", id, &messages_with_extra(100, 50));
     assert_eq!(records_in(&dir), 1, "the batch after the change is spooled");
     suite.start_tablet();
     suite.wait_drained("drained with the new column", &path, 1);
