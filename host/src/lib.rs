@@ -44,7 +44,9 @@ pub use rows::{DeadLetterKind, MessageOutcome, RowBatch, RowEntry, TransformOutp
 pub use schema::{BadTablePath, Column, DataType, TablePath, TableSchema};
 pub use transform::cache::LoadSource;
 pub use transform::{Limits, LoadInfo, Transform, TransformError, TransformSpec, TransformStats, version_of};
-pub use writer::{ClientError, FlussWriter, SchemaChange, WriteError, WriteReport, WriterSettings};
+pub use writer::{
+    AddedColumns, ClientError, FlussWriter, SchemaChange, WriteError, WriteReport, WriterSettings,
+};
 
 /// The sink's internals that benchmarks and fuzz targets measure or feed
 /// directly; not a stable interface.

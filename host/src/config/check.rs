@@ -32,6 +32,26 @@ impl SinkConfig {
                     .into(),
             );
         }
+        if self.max_table_columns == 0 {
+            return bad(
+                "max_table_columns must be at least 1 (the most columns evolve_schema lets the table have)"
+                    .into(),
+            );
+        }
+        if self.evolve_schema && self.payload_format == PayloadFormat::ArrowIpc {
+            return bad(
+                "evolve_schema adds columns for JSON fields or declared columns; Arrow IPC payloads \
+                 are written as they are (set payload_format = \"json\", or leave evolve_schema off)"
+                    .into(),
+            );
+        }
+        if self.evolve_schema && self.transform.is_none() && self.route_field().is_some() {
+            return bad(
+                "evolve_schema does not add columns to routed tables (dynamic routing is on); \
+                 leave evolve_schema off, or route with a transform"
+                    .into(),
+            );
+        }
         if let Some(t) = &self.transform
             && t.reload
             && t.reload_check_interval.is_zero()
@@ -147,6 +167,15 @@ mod tests {
                 "schema_refresh_interval must be more than 0",
             ),
             (r#""bucket_count":0"#, "bucket_count must be at least 1"),
+            (r#""max_table_columns":0"#, "max_table_columns must be at least 1"),
+            (
+                r#""evolve_schema":true,"payload_format":"arrow_ipc""#,
+                "Arrow IPC payloads are written as they are",
+            ),
+            (
+                r#""evolve_schema":true,"dynamic_routing":true"#,
+                "does not add columns to routed tables",
+            ),
             (r#""partial_update":true"#, "partial_update needs table_type"),
             (r#""dead_letter_table":"d.t""#, "the sink's own table"),
             (

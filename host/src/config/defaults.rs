@@ -21,6 +21,8 @@ pub(crate) const OPEN_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// `schema_refresh_interval`: how often the tables' schemas are looked at.
 pub(crate) const SCHEMA_REFRESH_INTERVAL: Duration = Duration::from_secs(10);
+/// `max_table_columns`: the most columns `evolve_schema` grows a table to.
+pub(crate) const MAX_TABLE_COLUMNS: usize = 256;
 /// `max_retries`: retries of a transiently failed write.
 pub(crate) const MAX_RETRIES: u32 = 10;
 /// `retry_backoff`: the first backoff between retries.
@@ -87,6 +89,7 @@ mod readme {
             ("open_timeout", duration(OPEN_TIMEOUT)),
             ("close_timeout", duration(CLOSE_TIMEOUT)),
             ("schema_refresh_interval", duration(SCHEMA_REFRESH_INTERVAL)),
+            ("max_table_columns", MAX_TABLE_COLUMNS.to_string()),
             ("max_retries", MAX_RETRIES.to_string()),
             ("retry_backoff", duration(RETRY_BACKOFF)),
             ("buffer_wait_timeout", duration(BUFFER_WAIT_TIMEOUT)),

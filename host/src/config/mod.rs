@@ -298,6 +298,14 @@ pub struct SinkConfig {
     /// to a table is written from the batch after the look that finds it.
     #[serde(default = "default_schema_refresh_interval", with = "duration")]
     pub schema_refresh_interval: Duration,
+    /// Whether the sink adds columns to its table: for a JSON field the
+    /// table lacks (without a transform), and for the `columns` an existing
+    /// table lacks (at `open`). Off by default.
+    #[serde(default)]
+    pub evolve_schema: bool,
+    /// The most columns `evolve_schema` lets the sink's table have.
+    #[serde(default = "default_max_table_columns")]
+    pub max_table_columns: usize,
     /// The WebAssembly transform, if any.
     #[serde(default)]
     pub transform: Option<TransformConfig>,
@@ -338,6 +346,9 @@ fn default_close_timeout() -> Duration {
 }
 fn default_schema_refresh_interval() -> Duration {
     defaults::SCHEMA_REFRESH_INTERVAL
+}
+fn default_max_table_columns() -> usize {
+    defaults::MAX_TABLE_COLUMNS
 }
 
 impl SinkConfig {

@@ -104,7 +104,11 @@ impl Pipeline {
 
     /// Makes the row stage for `schema` and puts it in force; when it
     /// cannot be made, the stage in force stays.
-    async fn remake_stage(&self, schema: &TableSchema, deadline: Deadline) -> Result<(), PipelineError> {
+    pub(super) async fn remake_stage(
+        &self,
+        schema: &TableSchema,
+        deadline: Deadline,
+    ) -> Result<(), PipelineError> {
         let reloadable = self.versions.as_ref().map(|v| v.reloadable().clone());
         let (stage, _) = make_stage(&self.config, schema, &self.writer, reloadable, deadline).await?;
         *self.stage.write().unwrap_or_else(|e| e.into_inner()) = (Arc::new(stage), schema.clone());
@@ -134,7 +138,7 @@ fn log_change(metrics: &InstanceMetrics, change: &SchemaChange) {
     }
 }
 
-fn column_names(schema: &TableSchema) -> String {
+pub(super) fn column_names(schema: &TableSchema) -> String {
     let names: Vec<&str> = schema.columns.iter().map(|c| c.name.as_str()).collect();
     names.join(", ")
 }

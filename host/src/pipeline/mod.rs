@@ -24,6 +24,7 @@ use crate::writer::{ChunkFinisher, FlussWriter, WriteReport};
 mod chunk_size;
 mod chunks;
 mod error;
+mod evolve;
 mod follow;
 mod making;
 mod open;
@@ -33,6 +34,7 @@ mod stage;
 
 use chunks::ChunkStream;
 pub(crate) use error::PipelineError;
+use evolve::first_new_field;
 pub use stage::RowStage;
 
 /// Counts of messages since the instance opened.
@@ -194,6 +196,17 @@ impl Pipeline {
         held: Held,
         deadline: Deadline,
     ) -> Result<WriteReport, PipelineError> {
+        self.write_held_rows(held, self.evolves(), deadline).await
+    }
+
+    /// [`Pipeline::write_held_once`]; with `evolve`, JSON fields the table
+    /// lacks add their columns first (see [`evolve`]).
+    async fn write_held_rows(
+        self: &Arc<Self>,
+        held: Held,
+        evolve: bool,
+        deadline: Deadline,
+    ) -> Result<WriteReport, PipelineError> {
         let Held { schema, batch, rows } = held;
         match rows {
             Some((HeldRows::Made(output), kind)) => {
@@ -234,6 +247,9 @@ impl Pipeline {
         if let RowStage::JsonKeyed(_) = *stage {
             // The keyed lean path: rows made on every core, then sent in order.
             let output = self.keyed_rows(&stage, schema, &batch).await?;
+            if let Some(at) = first_new_field(&output.outcomes).filter(|_| evolve) {
+                return self.write_split(schema, &batch, at, deadline).await;
+            }
             return Ok(self
                 .writer
                 .write_keyed_within(&batch, output, &self.table, deadline)
@@ -249,16 +265,53 @@ impl Pipeline {
                     .expect("the lean path's stage makes columns")
             })
             .first_here();
-            return Ok(self
+            if !evolve {
+                return Ok(self
+                    .writer
+                    .write_columns_within(&batch, chunks, &self.table, deadline)
+                    .await?);
+            }
+            let mut chunks = evolve::UntilNewField::new(chunks);
+            let written = self
                 .writer
-                .write_columns_within(&batch, chunks, &self.table, deadline)
-                .await?);
+                .write_columns_within(&batch, &mut chunks, &self.table, deadline)
+                .await?;
+            return match chunks.stopped_at() {
+                Some(at) => (self.write_after_new_fields(schema, &batch, at, written, deadline)).await,
+                None => Ok(written),
+            };
         }
         let output = self.rows(&stage, schema, &batch).await?;
+        if let Some(at) = first_new_field(&output.outcomes).filter(|_| evolve) {
+            return self.write_split(schema, &batch, at, deadline).await;
+        }
         Ok(self
             .writer
             .write_within(&batch, output, &self.table, stage.kind(), deadline)
             .await?)
+    }
+
+    /// Writes `batch`'s messages before `at` (mapped again: their rows were
+    /// made with the rest's), then the rest once the columns for its new
+    /// fields are added (see [`evolve`]).
+    async fn write_split(
+        self: &Arc<Self>,
+        schema: PayloadSchema,
+        batch: &MessageBatch,
+        at: usize,
+        deadline: Deadline,
+    ) -> Result<WriteReport, PipelineError> {
+        let mut written = WriteReport::default();
+        if at > 0 {
+            let before = Held {
+                schema,
+                batch: Arc::new(batch.slice(0..at)),
+                rows: None,
+            };
+            written = Box::pin(self.write_held_rows(before, false, deadline)).await?;
+        }
+        self.write_after_new_fields(schema, batch, at, written, deadline)
+            .await
     }
 
     /// The row stage in force: a batch keeps the one it took.

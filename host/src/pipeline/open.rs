@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::{Pipeline, PipelineError, PipelineStats, RowStage, reload, spooled};
+use super::{Pipeline, PipelineError, PipelineStats, RowStage, evolve, reload, spooled};
 use crate::config::{SinkConfig, TableType};
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
@@ -29,7 +29,21 @@ impl Pipeline {
             .await?
             .observed_by(metrics.clone());
         let schema = match config.declared_schema()? {
-            Some(declared) => writer.ensure_table_within(&declared, deadline).await?,
+            Some(declared) => {
+                let schema = writer.ensure_table_within(&declared, deadline).await?;
+                if config.evolve_schema {
+                    evolve::add_declared_columns(
+                        &writer,
+                        &declared,
+                        schema,
+                        config.max_table_columns,
+                        deadline,
+                    )
+                    .await?
+                } else {
+                    schema
+                }
+            }
             None => writer.table_schema_within(&table, deadline).await?,
         };
         check_table(&config, &schema)?;

@@ -48,6 +48,7 @@ impl RowStage {
             (None, PayloadFormat::Json) => Self::Json(
                 JsonMapping::new(schema, config.write_mode().row_kind())
                     .with_partial_update(config.partial_update)
+                    .refusing_unknown_fields(config.evolve_schema)
                     .with_metadata(config.include_metadata)
                     .with_route_field(config.route_field())
                     .with_op_header(
@@ -218,6 +219,11 @@ fn explain_tag(schema: PayloadSchema, outcomes: &mut [MessageOutcome]) {
         return;
     }
     for outcome in outcomes {
+        // A field without a column is not a payload misread (and the sink
+        // reads the field's name back from the reason).
+        if crate::rows::json::new_field_of(outcome).is_some() {
+            continue;
+        }
         if let MessageOutcome::DeadLetter(reason) = outcome {
             reason.push_str(&format!(
                 " (the stream is tagged {schema:?}; without a transform the sink maps JSON, which \

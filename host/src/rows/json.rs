@@ -58,7 +58,8 @@ impl JsonMapping {
             mapper: JsonMapper::new(columns)
                 .partial_update(self.mapper.is_partial_update())
                 .with_parser(self.mapper.parser())
-                .flat_first(self.mapper.is_flat_first()),
+                .flat_first(self.mapper.is_flat_first())
+                .unknown_fields(self.mapper.unknown_fields_mode()),
             ..self
         }
     }
@@ -78,6 +79,23 @@ impl JsonMapping {
     pub fn with_flat_first(self, on: bool) -> Self {
         Self {
             mapper: self.mapper.flat_first(on),
+            ..self
+        }
+    }
+
+    /// With `refuse` (`evolve_schema`), a payload with a field the table
+    /// lacks (its value not `null`) is refused with
+    /// [`json::MapError::UnknownField`] (see [`new_field_of`]), for the
+    /// sink to add the column and map it again; else such fields are
+    /// ignored.
+    pub fn refusing_unknown_fields(self, refuse: bool) -> Self {
+        let mode = if refuse {
+            json::UnknownFields::Refuse
+        } else {
+            json::UnknownFields::Ignore
+        };
+        Self {
+            mapper: self.mapper.unknown_fields(mode),
             ..self
         }
     }
@@ -205,6 +223,15 @@ impl JsonMapping {
     /// to the sink's table (no routing field).
     pub fn maps_to_one_table(&self) -> bool {
         self.route_field.is_none()
+    }
+}
+
+/// The field a message's outcome names when the mapping refused it for a
+/// field the table lacks (see [`JsonMapping::refusing_unknown_fields`]).
+pub(crate) fn new_field_of(outcome: &MessageOutcome) -> Option<&str> {
+    match outcome {
+        MessageOutcome::DeadLetter(reason) => json::MapError::unknown_field_of(reason),
+        MessageOutcome::Rows(_) => None,
     }
 }
 

@@ -42,10 +42,10 @@ pub(crate) use delivery::dead_letter::{check_dead_letter_table, dead_letter_sche
 pub use error::{ClientError, WriteError};
 // Chunk-level types: public only under `test-support` (`crate::test_support`).
 pub use settings::WriterSettings;
-pub use tables::SchemaChange;
 #[cfg(any(test, feature = "test-support"))]
 pub(crate) use tables::arrow_schema_of;
 pub(crate) use tables::routing::TablePattern;
+pub use tables::{AddedColumns, SchemaChange};
 #[cfg(feature = "test-support")]
 pub use writes::chunks::AllMade;
 #[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]

@@ -10,6 +10,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::Typed;
 use super::skip::Skip;
+use super::text::JsonText;
 use crate::types::{Column, DataType};
 
 /// Converts the next value for `column`.
@@ -19,6 +20,9 @@ pub(super) struct ValueSeed<'a> {
     pub(super) zero: &'a std::cell::Cell<bool>,
     /// How nested values are skipped.
     pub(super) skip: Skip,
+    /// Whether an object or array is its JSON text in a STRING column
+    /// (else refused, as in any other column).
+    pub(super) nested_as_text: bool,
 }
 
 type Converted<'de> = Result<Typed<'de>, String>;
@@ -322,6 +326,11 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        if self.nested_as_text && self.column.data_type == DataType::String {
+            let mut text = String::new();
+            JsonText::new(&mut text, self.skip.limit()).visit_map(map)?;
+            return Ok(Ok(Typed::Text(Cow::Owned(text))));
+        }
         while map.next_key_seed(self.skip)?.is_some() {
             map.next_value_seed(self.skip)?;
         }
@@ -332,6 +341,11 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
     }
 
     fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        if self.nested_as_text && self.column.data_type == DataType::String {
+            let mut text = String::new();
+            JsonText::new(&mut text, self.skip.limit()).visit_seq(seq)?;
+            return Ok(Ok(Typed::Text(Cow::Owned(text))));
+        }
         while seq.next_element_seed(self.skip)?.is_some() {}
         Ok(Err(format!(
             "found an array, expected a {}",

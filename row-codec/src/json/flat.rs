@@ -18,7 +18,7 @@ use serde::de::value::Error as Unused;
 
 use super::convert::ValueSeed;
 use super::skip::Skip;
-use super::{JsonMapper, JsonParser, Typed};
+use super::{JsonMapper, JsonParser, Typed, UnknownFields};
 use crate::types::{Column, DataType};
 use std::borrow::Cow;
 
@@ -92,6 +92,9 @@ impl<'de> Reader<'de> {
                         self.map_value(mapper, index, &mut slots[index])?;
                         hint = index + 1;
                     }
+                    // Whether a field without a column refuses the payload
+                    // depends on its value: the parser decides.
+                    None if mapper.unknown == UnknownFields::Refuse => return None,
                     None => self.skip_value(1)?,
                 }
                 self.whitespace();
@@ -260,6 +263,8 @@ impl<'de> Reader<'de> {
             column,
             zero: &zero,
             skip: Skip::for_parser(JsonParser::SerdeJson),
+            // Never met here: a nested value is left to the parser.
+            nested_as_text: false,
         };
         let converted = match self.peek()? {
             b'"' => {

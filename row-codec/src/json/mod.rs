@@ -9,7 +9,8 @@
 //! | BOOLEAN | `true`/`false`, the strings `"true"`/`"false"` |
 //! | TINYINT, SMALLINT, INT, BIGINT | integers in range, numbers with no fraction, numeric strings |
 //! | FLOAT, DOUBLE | any number, numeric strings |
-//! | STRING, CHAR | strings; numbers and booleans as their JSON text |
+//! | STRING | strings; numbers, booleans, objects and arrays as their JSON text |
+//! | CHAR | strings; numbers and booleans as their JSON text |
 //! | BYTES, BINARY(n) | standard base64 strings (BINARY needs exactly n bytes) |
 //! | DECIMAL(p, s) | numbers or decimal strings; at most p - s integer digits once rounded to s (use strings for exact values) |
 //! | DATE | `"YYYY-MM-DD"`, or an integer count of days since 1970-01-01 |
@@ -20,7 +21,10 @@
 //! `null` and a missing field give NULL, which a NOT NULL column refuses.
 //! Under [`JsonMapper::partial_update`] a missing field of a nullable column
 //! is absent instead (left out of the update), while `null` stays NULL.
-//! Fields without a column are ignored. Objects and arrays convert to nothing.
+//! Fields without a column are ignored, or, under
+//! [`JsonMapper::unknown_fields`] with [`UnknownFields::Refuse`], refuse
+//! the payload when their value is not `null` ([`MapError::UnknownField`]).
+//! Objects and arrays convert to STRING columns only.
 
 use std::borrow::Cow;
 use std::mem::ManuallyDrop;
@@ -32,12 +36,15 @@ use crate::types::{Column, DataType};
 use crate::{Cell, RowKind, RowSink};
 
 mod convert;
+mod fields;
 mod flat;
 mod routed;
 mod skip;
+mod text;
 mod visit;
 
 pub use convert::trim;
+pub use fields::field_types;
 pub use routed::Routed;
 
 use skip::Skip;
@@ -55,6 +62,10 @@ pub enum MapError {
     /// A NOT NULL column has no value.
     #[error("column `{0}` is NOT NULL but the payload has no value for it")]
     MissingValue(String),
+    /// A field with a value names no column, and the mapper was told to
+    /// refuse such payloads ([`UnknownFields::Refuse`]).
+    #[error("{UNKNOWN_FIELD} `{0}`")]
+    UnknownField(String),
     /// A value cannot become its column's type.
     #[error("column `{column}` ({data_type}): {reason}")]
     Convert {
@@ -65,6 +76,31 @@ pub enum MapError {
         /// What could not be converted and why.
         reason: String,
     },
+}
+
+/// How [`MapError::UnknownField`] reads: a refusal whose text starts so
+/// names a field the table lacks (see [`MapError::unknown_field_of`]).
+pub const UNKNOWN_FIELD: &str = "payload field without a column:";
+
+impl MapError {
+    /// The field a refusal's text (`MapError::to_string`) names when it is
+    /// an [`MapError::UnknownField`].
+    pub fn unknown_field_of(text: &str) -> Option<&str> {
+        text.strip_prefix(UNKNOWN_FIELD)?
+            .strip_prefix(" `")?
+            .strip_suffix('`')
+    }
+}
+
+/// What a [`JsonMapper`] does with a field that names no column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnknownFields {
+    /// Skips it (the default).
+    #[default]
+    Ignore,
+    /// Refuses the payload with [`MapError::UnknownField`] unless the
+    /// field's value is `null`: for a sink that adds the column first.
+    Refuse,
 }
 
 /// Maps JSON objects onto rows of one column list.
@@ -79,6 +115,9 @@ pub struct JsonMapper {
     partial: bool,
     parser: JsonParser,
     flat_first: bool,
+    unknown: UnknownFields,
+    /// Whether objects and arrays are their JSON text in STRING columns.
+    nested_as_text: bool,
 }
 
 /// The JSON parser a [`JsonMapper`] reads payloads with. Both give the same
@@ -152,7 +191,20 @@ impl JsonMapper {
             partial: false,
             parser: JsonParser::default(),
             flat_first: true,
+            unknown: UnknownFields::Ignore,
+            nested_as_text: true,
         }
+    }
+
+    /// What is done with a field that names no column (see [`UnknownFields`]).
+    pub fn unknown_fields(mut self, unknown: UnknownFields) -> Self {
+        self.unknown = unknown;
+        self
+    }
+
+    /// What is done with a field that names no column.
+    pub fn unknown_fields_mode(&self) -> UnknownFields {
+        self.unknown
     }
 
     /// With `on`, a field missing from the payload is an absent cell when
@@ -434,9 +486,11 @@ pub struct JsonField {
 impl JsonField {
     /// A reader of field `name`.
     pub fn new(name: &str) -> Self {
-        Self {
-            mapper: JsonMapper::new(vec![Column::new(name, DataType::String, true)]),
-        }
+        // A field's text is a string, number or boolean: an object or
+        // array is refused, not written out.
+        let mut mapper = JsonMapper::new(vec![Column::new(name, DataType::String, true)]);
+        mapper.nested_as_text = false;
+        Self { mapper }
     }
 
     /// The field's text in `payload`, as [`field_text`] reads it.

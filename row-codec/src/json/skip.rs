@@ -75,6 +75,11 @@ impl Skip {
         Self { depth: 1, limit }
     }
 
+    /// How deep nested values are followed.
+    pub(super) fn limit(self) -> usize {
+        self.limit
+    }
+
     fn deeper<E: de::Error>(self) -> Result<Self, E> {
         if self.depth >= self.limit {
             return Err(E::custom("nested too deeply"));

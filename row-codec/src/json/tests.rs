@@ -297,3 +297,96 @@ fn the_quick_reader_converts_texts_and_bigints_as_the_parser_does() {
         ["BigInt(-7)", "String(\"a\")"]
     );
 }
+
+/// Every way a mapper reads a payload: the quick reader first or not, each parser.
+fn every_reader(mapper: JsonMapper) -> Vec<JsonMapper> {
+    let mut all = Vec::new();
+    for flat_first in [true, false] {
+        all.push(
+            mapper
+                .clone()
+                .flat_first(flat_first)
+                .with_parser(JsonParser::SerdeJson),
+        );
+        #[cfg(not(target_arch = "wasm32"))]
+        all.push(
+            mapper
+                .clone()
+                .flat_first(flat_first)
+                .with_parser(JsonParser::Sonic),
+        );
+    }
+    all
+}
+
+#[test]
+fn refusing_unknown_fields_names_the_first_one_with_a_value_on_every_reader() {
+    let refusing = mapper().unknown_fields(UnknownFields::Refuse);
+    for mapper in every_reader(refusing) {
+        let map = |payload: &str| {
+            let mut out = RowsBuilder::new();
+            mapper
+                .map_into(payload.as_bytes(), RowKind::Append, 0, &mut out)
+                .map(|()| out.into_bytes().len())
+        };
+        let why = format!("{:?} flat first {}", mapper.parser(), mapper.is_flat_first());
+        assert_eq!(
+            map(r#"{"id":1,"extra":"x","more":2}"#),
+            Err(MapError::UnknownField("extra".into())),
+            "{why}"
+        );
+        assert_eq!(
+            map(r#"{"id":1,"nested":{"a":[1,2]}}"#),
+            Err(MapError::UnknownField("nested".into())),
+            "{why}"
+        );
+        // A field whose value is null adds nothing: the row is made.
+        assert!(map(r#"{"id":1,"later":null,"name":"n"}"#).is_ok(), "{why}");
+        assert!(map(r#"{"id":1,"name":"n"}"#).is_ok(), "{why}");
+        // Other refusals still come first where the payload says so.
+        assert_eq!(map(r#"[1]"#), Err(MapError::NotAnObject), "{why}");
+    }
+    // Ignored by default, on every reader.
+    for mapper in every_reader(mapper()) {
+        let mut out = RowsBuilder::new();
+        let mapped = mapper.map_into(br#"{"id":1,"extra":"x"}"#, RowKind::Append, 0, &mut out);
+        assert_eq!(mapped, Ok(()));
+    }
+}
+
+#[test]
+fn an_unknown_field_refusal_is_recognised_by_its_text() {
+    let text = MapError::UnknownField("a `b` c".into()).to_string();
+    assert_eq!(MapError::unknown_field_of(&text), Some("a `b` c"));
+    let other = MapError::MissingValue("extra".into()).to_string();
+    assert_eq!(MapError::unknown_field_of(&other), None);
+}
+
+#[test]
+fn objects_and_arrays_are_their_json_text_in_a_string_column_only() {
+    let mapper = JsonMapper::new(vec![
+        Column::new("s", DataType::String, true),
+        Column::new("n", DataType::BigInt, true),
+    ]);
+    for mapper in every_reader(mapper) {
+        let map = |payload: &str| {
+            let mut out = RowsBuilder::new();
+            mapper.map_into(payload.as_bytes(), RowKind::Append, 0, &mut out)?;
+            let bytes = out.into_bytes();
+            let row = Rows::new(&bytes).next().unwrap().unwrap();
+            Ok::<_, MapError>(row.cells().map(|c| format!("{c:?}")).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            map(r#"{"s":{"b":[1,"x",null],"a":true}}"#).unwrap()[0],
+            r#"String("{\"b\":[1,\"x\",null],\"a\":true}")"#
+        );
+        assert_eq!(
+            map(r#"{"s":[{"k":2.5}]}"#).unwrap()[0],
+            r#"String("[{\"k\":2.5}]")"#
+        );
+        assert!(matches!(
+            map(r#"{"n":{"a":1}}"#),
+            Err(MapError::Convert { reason, .. }) if reason == "found an object, expected a BIGINT"
+        ));
+    }
+}

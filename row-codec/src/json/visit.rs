@@ -7,7 +7,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::convert::ValueSeed;
 use super::skip::Skip;
-use super::{JsonMapper, MapError, Typed};
+use super::{JsonMapper, MapError, Typed, UnknownFields};
 
 /// Reads one JSON object with `de` into `visitor`, then the end of the input.
 pub(super) fn serde_json_object<'de, R: serde_json::de::Read<'de>>(
@@ -41,9 +41,11 @@ impl<'de> Visitor<'de> for ObjectVisitor<'_, 'de> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut hint = 0;
+        let mut unknown_key = None;
         while let Some(found) = map.next_key_seed(KeySeed {
             mapper: self.mapper,
             hint,
+            unknown_key: &mut unknown_key,
         })? {
             match found {
                 Some(index) => {
@@ -52,6 +54,9 @@ impl<'de> Visitor<'de> for ObjectVisitor<'_, 'de> {
                         column,
                         zero: self.zero,
                         skip: self.skip,
+                        // The field a route is read from is text as
+                        // `JsonField` reads it: never an object.
+                        nested_as_text: self.mapper.nested_as_text && self.mapper.field != Some(index),
                     }) {
                         Ok(Ok(value)) => self.slots[index] = Some(value),
                         Ok(Err(reason)) => {
@@ -66,6 +71,14 @@ impl<'de> Visitor<'de> for ObjectVisitor<'_, 'de> {
                     }
                     hint = index + 1;
                 }
+                None if self.mapper.unknown == UnknownFields::Refuse => {
+                    // Read again for its name: only in this mode, and only
+                    // for a field the table lacks.
+                    if map.next_value::<Option<de::IgnoredAny>>()?.is_some() {
+                        *self.failure = Some(MapError::UnknownField(unknown_key.take().unwrap_or_default()));
+                        return Err(de::Error::custom("field without a column"));
+                    }
+                }
                 None => {
                     map.next_value_seed(self.skip)?;
                 }
@@ -78,6 +91,8 @@ impl<'de> Visitor<'de> for ObjectVisitor<'_, 'de> {
 struct KeySeed<'a> {
     mapper: &'a JsonMapper,
     hint: usize,
+    /// Set to a key without a column when the mapper refuses those.
+    unknown_key: &'a mut Option<String>,
 }
 
 impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
@@ -93,6 +108,10 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
         f.write_str("a field name")
     }
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
-        Ok(self.mapper.find(key, self.hint))
+        let found = self.mapper.find(key, self.hint);
+        if found.is_none() && self.mapper.unknown == UnknownFields::Refuse {
+            *self.unknown_key = Some(key.to_string());
+        }
+        Ok(found)
     }
 }

@@ -99,6 +99,19 @@ impl FlussWriter {
         self.dead_letter(batch, &letters, deadline).await
     }
 
+    /// Dead-letters the messages of `batch` that `letters` name (each with
+    /// its kind and reason) and that were never given to a write (fields
+    /// the sink could not add columns for), within `deadline`.
+    pub async fn dead_letter_messages(
+        &self,
+        batch: &MessageBatch,
+        letters: &[(usize, DeadLetterKind, String)],
+        deadline: Deadline,
+    ) -> Result<(), WriteError> {
+        let letters: Vec<Letter<'_>> = letters.iter().map(|(i, k, r)| (*i, *k, r.as_str())).collect();
+        self.dead_letter(batch, &letters, deadline).await
+    }
+
     /// Sends dead letters to the dead-letter table (or logs them without
     /// one), within `deadline`.
     pub(in crate::writer) async fn dead_letter(

@@ -69,7 +69,7 @@ impl FlussWriter {
     }
 
     /// Opens `path` again when its schema in Fluss is not `open`'s.
-    async fn follow_table(
+    pub(super) async fn follow_table(
         &self,
         path: &TablePath,
         open: &Arc<Table>,

@@ -2,9 +2,11 @@
 //! schema, the fluss-rs writer), created when the config declares them, and
 //! routed tables resolved by name.
 
+mod evolve;
 mod follow;
 pub(in crate::writer) mod routing;
 
+pub use evolve::AddedColumns;
 pub use follow::SchemaChange;
 
 use std::collections::HashMap;

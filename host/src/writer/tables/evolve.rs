@@ -1,0 +1,144 @@
+//! Columns the sink adds to a table itself (`evolve_schema`): nullable, at
+//! the end, as Fluss allows. Adding is idempotent across sinks: a column
+//! that another client added meanwhile is taken as it is, so two sinks
+//! adding the same column at once both go on.
+
+use std::time::Duration;
+
+use fluss::metadata::{AddColumn, AlterTableChanges, ColumnPositionType, JsonSerde};
+
+use super::{expired, fluss_path, fluss_type};
+use crate::deadline::Deadline;
+use crate::schema::{Column, TablePath, TableSchema};
+use crate::writer::{FlussWriter, WriteError};
+
+/// How long the writer waits between looks for a column it added to show
+/// in the table's metadata.
+const SHOW_PAUSE: Duration = Duration::from_millis(100);
+
+/// What [`FlussWriter::add_columns`] did.
+#[derive(Debug, Clone)]
+pub struct AddedColumns {
+    /// The table's schema now, as the writer has it open.
+    pub schema: TableSchema,
+    /// The columns this call added.
+    pub added: Vec<String>,
+    /// The columns another client added first (Fluss refused them to this
+    /// call as existing; the table has them now).
+    pub found: Vec<String>,
+    /// Each column Fluss refused, with its reason.
+    pub refused: Vec<(String, String)>,
+}
+
+impl FlussWriter {
+    /// Adds to the table at `path` those of `columns` it lacks (each made
+    /// nullable, at the end, in order), then opens the table again with
+    /// them, all within `deadline`. All are asked for at once; when Fluss
+    /// refuses that, each is asked for alone, so that one bad name does not
+    /// keep the others out. A column refused because another client added
+    /// it meanwhile is taken as it is (see [`AddedColumns::found`]).
+    pub async fn add_columns(
+        &self,
+        path: &TablePath,
+        columns: &[Column],
+        deadline: Deadline,
+    ) -> Result<AddedColumns, WriteError> {
+        let before = self.table(path, deadline).await?.schema.clone();
+        let wanted: Vec<&Column> = columns.iter().filter(|c| !has_column(&before, &c.name)).collect();
+        let mut refused = Vec::new();
+        if !wanted.is_empty() && self.alter(path, &wanted, deadline).await?.is_err() {
+            for column in &wanted {
+                if let Err(reason) = self.alter(path, &[column], deadline).await? {
+                    refused.push((column.name.clone(), reason));
+                }
+            }
+        }
+        let schema = self.open_with(path, &wanted, &refused, deadline).await?;
+        let added = wanted
+            .iter()
+            .filter(|c| has_column(&schema, &c.name) && !refused.iter().any(|(name, _)| *name == c.name))
+            .map(|c| c.name.clone())
+            .collect();
+        // A refusal for a column that is there now was a race another client won.
+        let (raced, refused): (Vec<_>, Vec<_>) = refused
+            .into_iter()
+            .partition(|(name, _)| has_column(&schema, name));
+        Ok(AddedColumns {
+            schema,
+            added,
+            found: raced.into_iter().map(|(name, _)| name).collect(),
+            refused,
+        })
+    }
+
+    /// One `ALTER TABLE … ADD COLUMN` of `columns`; `Ok(Err(reason))` when
+    /// Fluss refuses it.
+    async fn alter(
+        &self,
+        path: &TablePath,
+        columns: &[&Column],
+        deadline: Deadline,
+    ) -> Result<Result<(), String>, WriteError> {
+        let mut add_columns = Vec::with_capacity(columns.len());
+        for column in columns {
+            let nullable = Column {
+                nullable: true,
+                ..(*column).clone()
+            };
+            let data_type = fluss_type(&nullable)
+                .serialize_json()
+                .map_err(|e| WriteError::Table {
+                    table: path.to_string(),
+                    reason: format!("column `{}`: {e}", column.name),
+                })?;
+            add_columns.push(AddColumn {
+                column_name: column.name.clone(),
+                data_type_json: serde_json::to_vec(&data_type).expect("a JSON value serialises"),
+                comment: None,
+                position: ColumnPositionType::Last,
+            });
+        }
+        let changes = AlterTableChanges {
+            add_columns,
+            ..AlterTableChanges::default()
+        };
+        let altered = deadline
+            .run(self.admin.alter_table(&fluss_path(path), false, changes))
+            .await
+            .map_err(|_| expired(path, "adding columns to"))?;
+        Ok(altered.map_err(|e| e.to_string()))
+    }
+
+    /// The table at `path` opened again until every one of `wanted` not
+    /// `refused` shows in it (the metadata may lag the change a moment),
+    /// or `deadline` passes.
+    async fn open_with(
+        &self,
+        path: &TablePath,
+        wanted: &[&Column],
+        refused: &[(String, String)],
+        deadline: Deadline,
+    ) -> Result<TableSchema, WriteError> {
+        loop {
+            // The change is the caller's to tell (as columns added).
+            let open = self.table(path, deadline).await?;
+            self.follow_table(path, &open, deadline).await?;
+            let schema = self.table(path, deadline).await?.schema.clone();
+            let missing = wanted
+                .iter()
+                .filter(|c| !has_column(&schema, &c.name))
+                .any(|c| !refused.iter().any(|(name, _)| *name == c.name));
+            if !missing {
+                return Ok(schema);
+            }
+            if deadline.remaining() <= SHOW_PAUSE {
+                return Err(expired(path, "waiting for added columns to show in"));
+            }
+            tokio::time::sleep(SHOW_PAUSE).await;
+        }
+    }
+}
+
+fn has_column(schema: &TableSchema, name: &str) -> bool {
+    schema.columns.iter().any(|c| c.name == name)
+}
