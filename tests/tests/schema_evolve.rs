@@ -21,6 +21,10 @@ use integration_tests::fluss_cluster::{
 use integration_tests::plugin::{Plugin, TestMessage, logged};
 use serde_json::json;
 
+/// Tables made from the first batch's fields.
+#[path = "schema_evolve/create.rs"]
+mod create;
+
 /// The dead-letter table's `offset`, `error_kind` and `error` columns.
 const OFFSET: usize = 3;
 const KIND: usize = 7;

@@ -66,6 +66,12 @@ fn instances() -> MutexGuard<'static, HashMap<u32, Arc<Instance>>> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
+/// The stack of the runtime's threads. A write's futures nest deeply (a
+/// batch written around the columns added for it writes its parts through
+/// the whole write path again), and a debug build's poll frames are large:
+/// tokio's default of 2 MiB overflowed there.
+const THREAD_STACK: usize = 8 << 20;
+
 /// The plugin's own multi-thread runtime, shared by its instances.
 /// `IGGY_FLUSS_SINK_THREADS` sets its worker count (default: cores, at most 4).
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -79,6 +85,7 @@ fn runtime() -> &'static tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
             .thread_name("fluss-sink")
+            .thread_stack_size(THREAD_STACK)
             .enable_all()
             .build()
             .expect("the plugin's tokio runtime starts")

@@ -208,6 +208,10 @@ impl Pipeline {
         deadline: Deadline,
     ) -> Result<WriteReport, PipelineError> {
         let Held { schema, batch, rows } = held;
+        if evolve && self.stage_schema().columns.is_empty() {
+            // The table is made from this batch's fields first.
+            return self.write_split(schema, &batch, 0, deadline).await;
+        }
         match rows {
             Some((HeldRows::Made(output), kind)) => {
                 let output = Arc::try_unwrap(output).unwrap_or_else(|shared| (*shared).clone());
@@ -289,29 +293,6 @@ impl Pipeline {
             .writer
             .write_within(&batch, output, &self.table, stage.kind(), deadline)
             .await?)
-    }
-
-    /// Writes `batch`'s messages before `at` (mapped again: their rows were
-    /// made with the rest's), then the rest once the columns for its new
-    /// fields are added (see [`evolve`]).
-    async fn write_split(
-        self: &Arc<Self>,
-        schema: PayloadSchema,
-        batch: &MessageBatch,
-        at: usize,
-        deadline: Deadline,
-    ) -> Result<WriteReport, PipelineError> {
-        let mut written = WriteReport::default();
-        if at > 0 {
-            let before = Held {
-                schema,
-                batch: Arc::new(batch.slice(0..at)),
-                rows: None,
-            };
-            written = Box::pin(self.write_held_rows(before, false, deadline)).await?;
-        }
-        self.write_after_new_fields(schema, batch, at, written, deadline)
-            .await
     }
 
     /// The row stage in force: a batch keeps the one it took.

@@ -44,6 +44,13 @@ impl Pipeline {
                     schema
                 }
             }
+            None if config.evolve_schema && !writer.table_exists_within(&table, deadline).await? => {
+                tracing::info!(
+                    table = %table,
+                    "table {table} does not exist yet: it is created from the fields of the first batch (evolve_schema)"
+                );
+                evolve::not_made_yet(&config, table.clone())
+            }
             None => writer.table_schema_within(&table, deadline).await?,
         };
         check_table(&config, &schema)?;
@@ -121,6 +128,11 @@ pub(super) async fn make_stage(
         })?
         .map_err(PipelineError::Transform)?
     };
+    if schema.columns.is_empty() {
+        // The table is made from the first batch's fields; until then no
+        // lean path can be chosen.
+        return Ok((stage, reloadable));
+    }
     let stage = match config.table_type {
         TableType::Log => stage.lean(
             schema,

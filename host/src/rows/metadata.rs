@@ -62,6 +62,17 @@ impl MetadataColumn {
         })
     }
 
+    /// The column's type, as the table above gives it.
+    pub(crate) fn data_type(self) -> crate::schema::DataType {
+        use crate::schema::DataType;
+        match self {
+            Self::Stream | Self::Topic | Self::MessageId => DataType::String,
+            Self::Partition => DataType::Int,
+            Self::Offset => DataType::BigInt,
+            Self::Timestamp => DataType::TimestampLtz(6),
+        }
+    }
+
     /// Per column of `schema`, the metadata it is filled with: empty (none
     /// are) without `include_metadata`.
     pub(crate) fn columns_of(schema: &TableSchema, include_metadata: bool) -> Vec<Option<Self>> {

@@ -71,6 +71,23 @@ impl FlussWriter {
         })
     }
 
+    /// Whether the table at `path` exists, asked within `deadline`.
+    pub async fn table_exists_within(
+        &self,
+        path: &TablePath,
+        deadline: Deadline,
+    ) -> Result<bool, WriteError> {
+        deadline
+            .run(self.admin.table_exists(&fluss_path(path)))
+            .await
+            .map_err(|_| expired(path, "asking whether it exists:"))?
+            .map_err(|source| WriteError::Catalog {
+                table: path.to_string(),
+                step: Some("cannot ask whether the table exists".into()),
+                source: Box::new(source),
+            })
+    }
+
     /// One `ALTER TABLE … ADD COLUMN` of `columns`; `Ok(Err(reason))` when
     /// Fluss refuses it.
     async fn alter(

@@ -16,12 +16,16 @@ use std::sync::Arc;
 use fluss_row_codec::json::field_types;
 
 use super::{Held, Pipeline, PipelineError};
+
+mod create;
+
 use crate::batch::{MessageBatch, PayloadSchema};
 use crate::deadline::Deadline;
 use crate::rows::json::new_field_of;
 use crate::rows::{DeadLetterKind, MessageOutcome};
 use crate::schema::{Column, DataType, TableSchema};
 use crate::writer::{FlussWriter, MadeChunks, WriteReport};
+pub(in crate::pipeline) use create::not_made_yet;
 
 /// The index of the first message `outcomes` says was refused for a field
 /// its table lacks.
@@ -150,6 +154,29 @@ impl Pipeline {
         self.config.evolve_schema && self.config.transform.is_none()
     }
 
+    /// Writes `batch`'s messages before `at` (mapped again: their rows were
+    /// made with the rest's), then the rest once the columns for its new
+    /// fields are added (see the module's documentation).
+    pub(super) async fn write_split(
+        self: &Arc<Self>,
+        schema: PayloadSchema,
+        batch: &MessageBatch,
+        at: usize,
+        deadline: Deadline,
+    ) -> Result<WriteReport, PipelineError> {
+        let mut written = WriteReport::default();
+        if at > 0 {
+            let before = Held {
+                schema,
+                batch: Arc::new(batch.slice(0..at)),
+                rows: None,
+            };
+            written = Box::pin(self.write_held_rows(before, false, deadline)).await?;
+        }
+        self.write_after_new_fields(schema, batch, at, written, deadline)
+            .await
+    }
+
     /// Writes `batch` from message `at` on, its messages before `at` written
     /// already (`written`), once the columns for the new fields of the rest
     /// are added: see the module's documentation.
@@ -173,9 +200,17 @@ impl Pipeline {
             .collect();
         let (wanted, past_cap) = self.columns_within_cap(&known, &fields);
         let (schema_now, refused) = self.add_columns(&wanted, deadline).await?;
+        let not_made = schema_now
+            .columns
+            .is_empty()
+            .then(|| self.not_made(&schema_now, &wanted));
         let mut keep = MessageBatch::new(rest.source.clone());
         let mut letters = Vec::new();
         for (i, (message, fields)) in rest.iter().zip(&fields).enumerate() {
+            if let Some(reason) = &not_made {
+                letters.push((i, DeadLetterKind::Schema, reason.clone()));
+                continue;
+            }
             let missing = fields.iter().find_map(|(name, _)| {
                 if schema_now.columns.iter().any(|c| &c.name == name) {
                     None
@@ -239,16 +274,20 @@ impl Pipeline {
         (wanted, past_cap)
     }
 
-    /// Adds `columns` to the sink's table and makes the row stage again
-    /// for its columns now; gives them, and the columns Fluss refused with
-    /// the reason.
+    /// Adds `columns` to the sink's table (creates it with them, when it
+    /// is not made yet) and makes the row stage again for its columns now;
+    /// gives them, and the columns Fluss refused with the reason.
     async fn add_columns(
         &self,
         columns: &[Column],
         deadline: Deadline,
     ) -> Result<(TableSchema, HashMap<String, String>), PipelineError> {
+        let known = self.stage_schema();
+        if known.columns.is_empty() {
+            return Ok((self.create_table(known, columns, deadline).await?, HashMap::new()));
+        }
         if columns.is_empty() {
-            return Ok((self.stage_schema(), HashMap::new()));
+            return Ok((known, HashMap::new()));
         }
         let added = self.writer.add_columns(&self.table, columns, deadline).await?;
         for (name, reason) in &added.refused {
@@ -261,7 +300,7 @@ impl Pipeline {
                 "table {} changed: added column(s) {} for new JSON fields (evolve_schema; now {})",
                 self.table,
                 added.added.join(", "),
-                super::follow::column_names(&added.schema)
+                crate::pipeline::follow::column_names(&added.schema)
             );
         }
         if !added.found.is_empty() {
