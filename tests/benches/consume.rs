@@ -10,6 +10,8 @@
 //!   Arrow-based sinks do): `arrow-json`'s decoder reading the same JSON
 //!   payloads into one batch, appended the same way;
 //! - `plugin_consume`: the sink without a transform (the lean path);
+//! - `plugin_evolve`: the same with `evolve_schema = true`, no field new:
+//!   what watching for new fields costs;
 //! - `plugin_json_to_row`: the sink running the `json-to-row` component;
 //! - `plugin_tenant_router`: `tenant-router` spreading the messages over
 //!   three tables (the tenant in a header);
@@ -228,6 +230,13 @@ fn consume(c: &mut Criterion) {
             let primary_key = json!({"table_type": "primary_key", "primary_key_columns": ["id"]});
             let mut cdc = primary_key.clone();
             cdc["transform"] = transform("cdc-upsert", json!({}));
+            if !before {
+                // An option the builds before it do not know.
+                opened.push((
+                    "plugin_evolve",
+                    open(plugin, &table("evolve"), json!({"evolve_schema": true})),
+                ));
+            }
             opened.extend([
                 ("plugin_json_to_row", open(plugin, &table("wasm"), json!({"transform": transform("json-to-row", json!({}))}))),
                 (
