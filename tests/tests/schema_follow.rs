@@ -170,6 +170,63 @@ fn a_transform_is_initialised_again_with_a_column_added_to_its_table() {
     follows_an_added_column("transform", config, &path);
 }
 
+/// A JSON field the sink's table lacks makes the sink look at the table at
+/// once, not at the next regular look (20 s away here), and at most once
+/// per `schema_refresh_interval`.
+#[test]
+fn a_field_without_a_column_makes_the_sink_look_at_once_at_most_once_an_interval() {
+    let path = unique_table("follow_field");
+    let mut config = config(&path, log_columns());
+    config["schema_refresh_interval"] = json!("20s");
+    let plugin = Plugin::load();
+    let id = plugin.open_new(&config);
+    let started = Instant::now();
+    // A batch without `extra` field notes nothing.
+    let plain: Vec<TestMessage> = (0..10)
+        .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}"}}"#)))
+        .collect();
+    plugin.consume_json_ok(id, "t", &plain);
+    block(add_string_column(&path, "extra"));
+    // This batch names `extra` before the sink knows it: written without it,
+    // and the sink looks at the table.
+    plugin.consume_json_ok(id, "t", &messages(10..20));
+    let changed = format!("table {path} changed in Fluss: added column(s) extra");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while logged(&changed).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!logged(&changed).is_empty(), "the change is seen at once");
+    plugin.consume_json_ok(id, "t", &messages(20..30));
+    // Another column within the interval: this look is not made again.
+    block(add_string_column(&path, "region"));
+    plugin.consume_json_ok(id, "t", &messages(30..40));
+    std::thread::sleep(Duration::from_secs(2));
+    plugin.consume_json_ok(id, "t", &messages(40..50));
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the test ran inside the interval: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(plugin.close(id), 0);
+    let rows = block(read_log(&path, 50, Duration::from_secs(30)));
+    let mut seen: BTreeMap<i64, (String, String)> = BTreeMap::new();
+    for row in &rows {
+        let id: i64 = row[0].parse().unwrap();
+        let cell = |i: usize| row.get(i).cloned().unwrap_or_default();
+        assert!(seen.insert(id, (cell(2), cell(3))).is_none(), "id {id} twice");
+    }
+    assert_eq!(seen.len(), 50, "every id once: {:?}", seen.keys());
+    for (id, (extra, region)) in &seen {
+        let expected_extra = if *id >= 20 {
+            format!("e{id}")
+        } else {
+            String::new()
+        };
+        assert_eq!(*extra, expected_extra, "extra of id {id}");
+        assert_eq!(*region, "", "region of id {id}: not followed within the interval");
+    }
+}
+
 /// STRING columns `1..=count` of the row keyed `id`, `None` for NULL.
 async fn cells(path: &TablePath, id: i64, count: usize) -> Option<Vec<Option<String>>> {
     let mut key = GenericRow::new(1);

@@ -73,6 +73,35 @@ impl Pipeline {
         }
     }
 
+    /// After a batch whose JSON mapping met a field without a column
+    /// (skipped: `evolve_schema` is off), looks at the tables now, in the
+    /// background, at most once per `schema_refresh_interval`: a column
+    /// added for that field is written from the next batches on, without
+    /// waiting for the next regular look.
+    pub(super) fn look_after_unknown_field(self: &Arc<Self>) {
+        if !self.stage().took_unknown_field() {
+            return;
+        }
+        let interval = self.config.schema_refresh_interval;
+        {
+            let mut last = self.looked_for_field.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|at| at.elapsed() < interval) {
+                return;
+            }
+            *last = Some(std::time::Instant::now());
+        }
+        tracing::debug!(table = %self.table, "a JSON field names no column of {}: its schema is looked at now", self.table);
+        let pipeline = Arc::downgrade(self);
+        let look = async move {
+            if let Some(pipeline) = pipeline.upgrade() {
+                pipeline
+                    .follow_tables(Deadline::after(interval.max(MIN_LOOK)))
+                    .await;
+            }
+        };
+        tokio::spawn(look.instrument(tracing::Span::current()));
+    }
+
     /// Writes `held` before `deadline`. When its table's schema changed
     /// while it was written (see [`WriteError::SchemaChanged`]), the sink
     /// looks at its tables at once and writes it again, once, with rows

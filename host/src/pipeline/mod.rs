@@ -69,6 +69,9 @@ pub(crate) struct Pipeline {
     config: SinkConfig,
     /// The task that looks at the tables' schemas (see `follow`).
     follower: Mutex<Option<tokio::task::AbortHandle>>,
+    /// When the tables were last looked at for a JSON field without a
+    /// column (see `follow`).
+    looked_for_field: Mutex<Option<Instant>>,
 }
 
 /// A batch with what writing it needs: its messages and, when a transform
@@ -136,6 +139,7 @@ impl Pipeline {
         };
         self.metrics
             .consume_ended(count, started.elapsed(), written.is_ok());
+        self.look_after_unknown_field();
         let report = match written {
             Ok(report) => report,
             Err(e) => {

@@ -88,6 +88,7 @@ impl Pipeline {
             spooler,
             config,
             follower: Mutex::new(None),
+            looked_for_field: Mutex::new(None),
         });
         pipeline.start_drainer();
         pipeline.start_follower(refresh);

@@ -197,6 +197,17 @@ impl RowStage {
         }
     }
 
+    /// Whether the JSON mapping met a field without a column since the
+    /// last call (skipped: `evolve_schema` is off).
+    pub(crate) fn took_unknown_field(&self) -> bool {
+        match self {
+            Self::Json(mapping) => mapping.took_unknown_field(),
+            Self::JsonColumns(mapping) => mapping.mapping().took_unknown_field(),
+            Self::JsonKeyed(mapping) => mapping.mapping().took_unknown_field(),
+            Self::Wasm(_) | Self::ArrowIpc => false,
+        }
+    }
+
     /// The kind dead letters of this stage carry.
     pub fn kind(&self) -> DeadLetterKind {
         match self {

@@ -88,16 +88,24 @@ impl JsonMapping {
     /// [`json::MapError::UnknownField`] (see [`new_field_of`]), for the
     /// sink to add the column and map it again; else such fields are
     /// ignored.
+    /// Without `refuse`, such fields are skipped and noted (see
+    /// [`JsonMapping::took_unknown_field`]).
     pub fn refusing_unknown_fields(self, refuse: bool) -> Self {
         let mode = if refuse {
             json::UnknownFields::Refuse
         } else {
-            json::UnknownFields::Ignore
+            json::UnknownFields::Note
         };
         Self {
             mapper: self.mapper.unknown_fields(mode),
             ..self
         }
+    }
+
+    /// Whether a payload named a field without a column since the last
+    /// call (only noted after [`JsonMapping::refusing_unknown_fields`]).
+    pub fn took_unknown_field(&self) -> bool {
+        self.mapper.take_unknown_field_noted()
     }
 
     /// With `on` (`partial_update`), a field missing from a payload leaves

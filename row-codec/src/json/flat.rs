@@ -95,7 +95,12 @@ impl<'de> Reader<'de> {
                     // Whether a field without a column refuses the payload
                     // depends on its value: the parser decides.
                     None if mapper.unknown == UnknownFields::Refuse => return None,
-                    None => self.skip_value(1)?,
+                    None => {
+                        if mapper.unknown == UnknownFields::Note {
+                            mapper.note_unknown_field();
+                        }
+                        self.skip_value(1)?
+                    }
                 }
                 self.whitespace();
                 match self.peek()? {

@@ -101,6 +101,10 @@ pub enum UnknownFields {
     /// Refuses the payload with [`MapError::UnknownField`] unless the
     /// field's value is `null`: for a sink that adds the column first.
     Refuse,
+    /// Skips it, and notes that one was met (see
+    /// [`JsonMapper::take_unknown_field_noted`]): for a sink that looks
+    /// at its table's columns again when a payload names one it lacks.
+    Note,
 }
 
 /// Maps JSON objects onto rows of one column list.
@@ -118,6 +122,9 @@ pub struct JsonMapper {
     unknown: UnknownFields,
     /// Whether objects and arrays are their JSON text in STRING columns.
     nested_as_text: bool,
+    /// Set when a field without a column was met under [`UnknownFields::Note`];
+    /// shared by the mapper's clones.
+    noted: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The JSON parser a [`JsonMapper`] reads payloads with. Both give the same
@@ -193,6 +200,7 @@ impl JsonMapper {
             flat_first: true,
             unknown: UnknownFields::Ignore,
             nested_as_text: true,
+            noted: Default::default(),
         }
     }
 
@@ -205,6 +213,25 @@ impl JsonMapper {
     /// What is done with a field that names no column.
     pub fn unknown_fields_mode(&self) -> UnknownFields {
         self.unknown
+    }
+
+    /// Whether a field without a column was met under
+    /// [`UnknownFields::Note`] since the last call (by this mapper or a
+    /// clone of it).
+    pub fn take_unknown_field_noted(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.noted.load(Ordering::Relaxed) && self.noted.swap(false, Ordering::Relaxed)
+    }
+
+    /// Notes a field without a column (see [`UnknownFields::Note`]): a
+    /// load first, so that mappers on many threads meeting such fields all
+    /// the time do not keep taking the flag's cache line from each other.
+    #[cold]
+    fn note_unknown_field(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.noted.load(Ordering::Relaxed) {
+            self.noted.store(true, Ordering::Relaxed);
+        }
     }
 
     /// With `on`, a field missing from the payload is an absent cell when

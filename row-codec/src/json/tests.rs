@@ -390,3 +390,37 @@ fn objects_and_arrays_are_their_json_text_in_a_string_column_only() {
         ));
     }
 }
+
+#[test]
+fn noting_unknown_fields_maps_the_row_and_tells_once_on_every_reader() {
+    let noting = mapper().unknown_fields(UnknownFields::Note);
+    for mapper in every_reader(noting) {
+        let why = format!("{:?} flat first {}", mapper.parser(), mapper.is_flat_first());
+        let mut out = RowsBuilder::new();
+        let clone = mapper.clone();
+        mapper
+            .map_into(br#"{"id":1,"name":"n"}"#, RowKind::Append, 0, &mut out)
+            .unwrap();
+        assert!(
+            !mapper.take_unknown_field_noted(),
+            "{why}: no field without a column yet"
+        );
+        mapper
+            .map_into(
+                br#"{"id":2,"extra":{"a":1},"name":"n"}"#,
+                RowKind::Append,
+                0,
+                &mut out,
+            )
+            .unwrap();
+        assert!(clone.take_unknown_field_noted(), "{why}: noted, seen by a clone");
+        assert!(!mapper.take_unknown_field_noted(), "{why}: told once");
+        assert_eq!(Rows::new(&out.into_bytes()).count(), 2, "{why}: both rows made");
+    }
+    let ignoring = mapper();
+    let mut out = RowsBuilder::new();
+    ignoring
+        .map_into(br#"{"id":2,"extra":1}"#, RowKind::Append, 0, &mut out)
+        .unwrap();
+    assert!(!ignoring.take_unknown_field_noted(), "ignored by default");
+}

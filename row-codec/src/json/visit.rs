@@ -80,6 +80,9 @@ impl<'de> Visitor<'de> for ObjectVisitor<'_, 'de> {
                     }
                 }
                 None => {
+                    if self.mapper.unknown == UnknownFields::Note {
+                        self.mapper.note_unknown_field();
+                    }
                     map.next_value_seed(self.skip)?;
                 }
             }
