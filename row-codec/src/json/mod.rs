@@ -36,16 +36,20 @@ use crate::types::{Column, DataType};
 use crate::{Cell, RowKind, RowSink};
 
 mod convert;
+mod field;
 mod fields;
 mod flat;
 mod routed;
 mod skip;
 mod text;
+mod unknown;
 mod visit;
 
 pub use convert::trim;
+pub use field::{JsonField, field_text};
 pub use fields::field_types;
 pub use routed::Routed;
+pub use unknown::{UNKNOWN_FIELD, UnknownFields};
 
 use skip::Skip;
 use visit::{ObjectVisitor, serde_json_object};
@@ -76,35 +80,6 @@ pub enum MapError {
         /// What could not be converted and why.
         reason: String,
     },
-}
-
-/// How [`MapError::UnknownField`] reads: a refusal whose text starts so
-/// names a field the table lacks (see [`MapError::unknown_field_of`]).
-pub const UNKNOWN_FIELD: &str = "payload field without a column:";
-
-impl MapError {
-    /// The field a refusal's text (`MapError::to_string`) names when it is
-    /// an [`MapError::UnknownField`].
-    pub fn unknown_field_of(text: &str) -> Option<&str> {
-        text.strip_prefix(UNKNOWN_FIELD)?
-            .strip_prefix(" `")?
-            .strip_suffix('`')
-    }
-}
-
-/// What a [`JsonMapper`] does with a field that names no column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum UnknownFields {
-    /// Skips it (the default).
-    #[default]
-    Ignore,
-    /// Refuses the payload with [`MapError::UnknownField`] unless the
-    /// field's value is `null`: for a sink that adds the column first.
-    Refuse,
-    /// Skips it, and notes that one was met (see
-    /// [`JsonMapper::take_unknown_field_noted`]): for a sink that looks
-    /// at its table's columns again when a payload names one it lacks.
-    Note,
 }
 
 /// Maps JSON objects onto rows of one column list.
@@ -494,42 +469,6 @@ fn starts_an_object(payload: &[u8]) -> bool {
         .iter()
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
         .is_some_and(|b| *b == b'{')
-}
-
-/// The text of one top-level field of a JSON object: a string as it is,
-/// a number or boolean as its JSON text, `None` when missing or null. For
-/// the same field in many payloads, make a [`JsonField`] once.
-pub fn field_text(payload: &[u8], field: &str) -> Result<Option<String>, MapError> {
-    JsonField::new(field).text(payload)
-}
-
-/// A reader of one top-level field of JSON objects, made once for many
-/// payloads (see [`field_text`]).
-#[derive(Debug, Clone)]
-pub struct JsonField {
-    mapper: JsonMapper,
-}
-
-impl JsonField {
-    /// A reader of field `name`.
-    pub fn new(name: &str) -> Self {
-        // A field's text is a string, number or boolean: an object or
-        // array is refused, not written out.
-        let mut mapper = JsonMapper::new(vec![Column::new(name, DataType::String, true)]);
-        mapper.nested_as_text = false;
-        Self { mapper }
-    }
-
-    /// The field's text in `payload`, as [`field_text`] reads it.
-    pub fn text(&self, payload: &[u8]) -> Result<Option<String>, MapError> {
-        let mut slot = [None];
-        self.mapper.parse(payload, &mut slot)?;
-        let [slot] = slot;
-        Ok(match slot {
-            Some(Typed::Text(text)) => Some(text.into_owned()),
-            _ => None,
-        })
-    }
 }
 
 #[cfg(test)]
