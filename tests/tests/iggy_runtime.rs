@@ -338,3 +338,92 @@ columns = [
     let lag = lag.expect("some order carries the new column");
     eprintln!("the first order with the new column was produced {lag:?} after the change");
 }
+
+/// `evolve_schema` through the real runtime with a producer running: the
+/// orders gain fields mid-stream (`channel` from order 150, `qty` from
+/// order 250); each field's column is added before the first order that
+/// carries it is written, so every order carries what it was produced
+/// with, and the columns take the types of their JSON values.
+#[test]
+fn new_fields_add_their_columns_mid_stream_through_the_real_runtime() {
+    if !binaries_present("new_fields_add_their_columns_mid_stream_through_the_real_runtime") {
+        return;
+    }
+    const CHUNK: u64 = 50;
+    const TOTAL: u64 = 400;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let work = tempfile::tempdir().unwrap();
+    let server = Server::start(work.path(), 1);
+    let table = unique_table("runtime_evolve");
+    let config = format!(
+        r#"bootstrap_servers = "{bootstrap}"
+database = "{database}"
+table = "{name}"
+evolve_schema = true
+columns = [
+  {{ name = "order_id", type = "BIGINT", nullable = false }},
+  {{ name = "customer", type = "STRING" }},
+]"#,
+        bootstrap = bootstrap(),
+        database = table.database,
+        name = table.table,
+    );
+    let payload = |i: u64| match i {
+        0..150 => format!(r#"{{"order_id":{i},"customer":"c{i}"}}"#),
+        150..250 => format!(r#"{{"order_id":{i},"customer":"c{i}","channel":"web{i}"}}"#),
+        _ => format!(r#"{{"order_id":{i},"customer":"c{i}","channel":"web{i}","qty":{i}}}"#),
+    };
+    let _runtime = start_runtime(&server, work.path(), "runtime", &Connector::new(config), &[]);
+    for from in (0..TOTAL).step_by(CHUNK as usize) {
+        let messages: Vec<Outgoing> = (from..from + CHUNK)
+            .map(|i| Outgoing {
+                payload: payload(i),
+                headers: vec![],
+            })
+            .collect();
+        server.produce_messages(Some(0), &messages);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_for_table(&table);
+    let rows = block(read_log(&table, TOTAL as usize, Duration::from_secs(90)));
+    let mut seen = std::collections::BTreeMap::new();
+    for row in &rows {
+        let id: u64 = row[0].parse().unwrap();
+        let cell = |i: usize| row.get(i).cloned().unwrap_or_default();
+        assert!(
+            seen.insert(id, (cell(2), cell(3))).is_none(),
+            "order {id} landed twice"
+        );
+    }
+    assert_eq!(
+        seen.len() as u64,
+        TOTAL,
+        "every order once: {} of {TOTAL}",
+        seen.len()
+    );
+    for (id, (channel, qty)) in &seen {
+        let expected = match id {
+            0..150 => (String::new(), String::new()),
+            150..250 => (format!("web{id}"), String::new()),
+            _ => (format!("web{id}"), id.to_string()),
+        };
+        assert_eq!((channel, qty), (&expected.0, &expected.1), "order {id}");
+    }
+    let columns = block(async {
+        let conn = connection().await;
+        let fluss_path = FlussPath::new(table.database.clone(), table.table.clone());
+        let t = conn.get_table(&fluss_path).await.unwrap();
+        let info = t.get_table_info();
+        let columns: Vec<(String, String)> = (info.row_type().fields().iter())
+            .map(|f| (f.name().to_string(), f.data_type().to_string()))
+            .collect();
+        columns
+    });
+    assert_eq!(
+        columns[2..],
+        [
+            ("channel".to_string(), "STRING".to_string()),
+            ("qty".to_string(), "BIGINT".to_string())
+        ]
+    );
+}
