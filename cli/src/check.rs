@@ -43,15 +43,17 @@ fn library_file(path: &str) -> PathBuf {
     }
 }
 
+/// What [`schema_differences`] says of a declared column the table lacks.
+fn not_in_the_table(column: &str) -> String {
+    format!("column `{column}` is declared but not in the table")
+}
+
 /// Differences between the declared schema and the one in Fluss.
 fn schema_differences(declared: &TableSchema, actual: &TableSchema) -> Vec<String> {
     let mut out = Vec::new();
     for column in &declared.columns {
         match actual.columns.iter().find(|c| c.name == column.name) {
-            None => out.push(format!(
-                "column `{}` is declared but not in the table",
-                column.name
-            )),
+            None => out.push(not_in_the_table(&column.name)),
             Some(c) if c.data_type != column.data_type => out.push(format!(
                 "column `{}` is declared {} but is {} in the table",
                 column.name, column.data_type, c.data_type
@@ -152,9 +154,26 @@ pub(crate) fn run(path: &Path, offline: bool) -> ExitCode {
     let table = config.table_path().map(|p| p.to_string()).unwrap_or_default();
     let schema = match (in_fluss, declared) {
         (Some(Some(actual)), declared) => {
-            let differences = declared
-                .map(|d| schema_differences(&d, &actual))
+            let mut differences = declared
+                .as_ref()
+                .map(|d| schema_differences(d, &actual))
                 .unwrap_or_default();
+            if config.evolve_schema
+                && let Some(declared) = &declared
+            {
+                // Declared columns the table lacks are added at open.
+                for column in declared
+                    .columns
+                    .iter()
+                    .filter(|d| !actual.columns.iter().any(|c| c.name == d.name))
+                {
+                    differences.retain(|d| *d != not_in_the_table(&column.name));
+                    findings.note(format!(
+                        "table {table}: column `{}` is declared but not in the table; open adds it (evolve_schema)",
+                        column.name
+                    ));
+                }
+            }
             if differences.is_empty() {
                 findings.ok(format!(
                     "table {table} exists with {} columns",
@@ -178,6 +197,12 @@ pub(crate) fn run(path: &Path, offline: bool) -> ExitCode {
         (Some(None), Some(declared)) => {
             findings.note(format!("table {table} does not exist yet; open will create it"));
             Some(declared)
+        }
+        (Some(None), None) if config.evolve_schema => {
+            findings.note(format!(
+                "table {table} does not exist yet; the first batch's fields will create it (evolve_schema)"
+            ));
+            None
         }
         (Some(None), None) => {
             findings.error(format!(

@@ -184,3 +184,39 @@ fn dry_run_compare_prints_only_what_a_candidate_changes() {
     );
     assert!(err.contains("3 messages: 0 differ"), "{err}");
 }
+
+/// Online, against the local cluster (`scripts/fluss-local.sh start`): a
+/// table that does not exist and no `columns` is an error, unless
+/// `evolve_schema` will make it from the first batch.
+#[test]
+fn check_takes_an_absent_table_when_evolve_schema_will_make_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = dir.path().join("libplugin.so");
+    std::fs::write(&library, b"").unwrap();
+    let bootstrap = std::env::var("FLUSS_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9123".into());
+    let file = |evolve: bool| {
+        let path = dir.path().join(format!("evolve_{evolve}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "type = \"sink\"\npath = \"{}\"\n[plugin_config]\nbootstrap_servers = \"{bootstrap}\"\ndatabase = \"cli_check\"\ntable = \"absent_{:08x}\"\nevolve_schema = {evolve}\n",
+                library.with_extension("").display(),
+                std::process::id()
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let (code, out, _) = fluss_sink(&["check", "--config", file(false).to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("does not exist and no columns are declared"),
+        "{out}"
+    );
+    let (code, out, _) = fluss_sink(&["check", "--config", file(true).to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("the first batch's fields will create it (evolve_schema)"),
+        "{out}"
+    );
+}
