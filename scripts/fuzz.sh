@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(runtime_buffers compact_rows json_parsers_agree lean_vs_encoded)
+TARGETS=(runtime_buffers compact_rows json_parsers_agree lean_vs_encoded field_types)
 TARGET_DIR=$PWD/target/fuzz
 # The targets share one build: no sanitizer (the inputs reach safe code
 # only; `abi`'s unsafe entry points are not fuzzed), 16 codegen units (a
@@ -33,7 +33,7 @@ ensure_tools() {
 
 dict_for() {
   case "$1" in
-    json_parsers_agree|lean_vs_encoded) echo "-dict=$PWD/fuzz/json.dict" ;;
+    json_parsers_agree|lean_vs_encoded|field_types) echo "-dict=$PWD/fuzz/json.dict" ;;
     *) echo "" ;;
   esac
 }

@@ -1,10 +1,12 @@
 //! The JSON mapping's two parsers, each behind the quick reader of flat
 //! objects: for any payload, sonic-rs (the plugin's) and serde_json (the
 //! guests') give the same encoded row or the same refusal, word for word,
-//! as serde_json alone, onto columns of every kind of type.
+//! as serde_json alone, onto columns of every kind of type; as the
+//! mapping is by default, and as `evolve_schema` has it (a field without a
+//! column refused, objects and arrays written into STRING columns).
 #![no_main]
 
-use fluss_row_codec::json::{JsonMapper, JsonParser};
+use fluss_row_codec::json::{JsonMapper, JsonParser, UnknownFields};
 use fluss_row_codec::{Column, DataType, RowKind, RowsBuilder};
 use libfuzzer_sys::fuzz_target;
 
@@ -28,10 +30,23 @@ fn columns() -> Vec<Column> {
     ]
 }
 
-fn mapped(parser: JsonParser, flat_first: bool, payload: &[u8], kind: RowKind) -> Result<Vec<u8>, String> {
+fn mapped(
+    parser: JsonParser,
+    flat_first: bool,
+    evolving: bool,
+    payload: &[u8],
+    kind: RowKind,
+) -> Result<Vec<u8>, String> {
+    let unknown = if evolving {
+        UnknownFields::Refuse
+    } else {
+        UnknownFields::Ignore
+    };
     let mapper = JsonMapper::new(columns())
         .with_parser(parser)
-        .flat_first(flat_first);
+        .flat_first(flat_first)
+        .unknown_fields(unknown)
+        .nested_as_text(evolving);
     let mut out = RowsBuilder::new();
     mapper
         .map_into(payload, kind, 0, &mut out)
@@ -40,14 +55,18 @@ fn mapped(parser: JsonParser, flat_first: bool, payload: &[u8], kind: RowKind) -
 }
 
 fuzz_target!(|payload: &[u8]| {
-    for kind in [RowKind::Append, RowKind::Delete] {
-        let reference = mapped(JsonParser::SerdeJson, false, payload, kind);
+    for (kind, evolving) in [
+        (RowKind::Append, false),
+        (RowKind::Delete, false),
+        (RowKind::Append, true),
+    ] {
+        let reference = mapped(JsonParser::SerdeJson, false, evolving, payload, kind);
         for parser in [JsonParser::Sonic, JsonParser::SerdeJson] {
-            let got = mapped(parser, true, payload, kind);
+            let got = mapped(parser, true, evolving, payload, kind);
             assert_eq!(
                 got,
                 reference,
-                "{parser:?}, payload {:?}",
+                "{parser:?}, evolving {evolving}, payload {:?}",
                 String::from_utf8_lossy(payload)
             );
         }

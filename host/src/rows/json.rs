@@ -59,7 +59,8 @@ impl JsonMapping {
                 .partial_update(self.mapper.is_partial_update())
                 .with_parser(self.mapper.parser())
                 .flat_first(self.mapper.is_flat_first())
-                .unknown_fields(self.mapper.unknown_fields_mode()),
+                .unknown_fields(self.mapper.unknown_fields_mode())
+                .nested_as_text(self.mapper.is_nested_as_text()),
             ..self
         }
     }
@@ -90,6 +91,9 @@ impl JsonMapping {
     /// ignored.
     /// Without `refuse`, such fields are skipped and noted (see
     /// [`JsonMapping::took_unknown_field`]).
+    /// With `refuse`, an object or array is also written into a STRING
+    /// column as its JSON text (the type such a field's column is made
+    /// with), where it is refused otherwise.
     pub fn refusing_unknown_fields(self, refuse: bool) -> Self {
         let mode = if refuse {
             json::UnknownFields::Refuse
@@ -97,7 +101,7 @@ impl JsonMapping {
             json::UnknownFields::Note
         };
         Self {
-            mapper: self.mapper.unknown_fields(mode),
+            mapper: self.mapper.unknown_fields(mode).nested_as_text(refuse),
             ..self
         }
     }

@@ -20,11 +20,9 @@ pub struct JsonField {
 impl JsonField {
     /// A reader of field `name`.
     pub fn new(name: &str) -> Self {
-        // A field's text is a string, number or boolean: an object or
-        // array is refused, not written out.
-        let mut mapper = JsonMapper::new(vec![Column::new(name, DataType::String, true)]);
-        mapper.nested_as_text = false;
-        Self { mapper }
+        Self {
+            mapper: JsonMapper::new(vec![Column::new(name, DataType::String, true)]),
+        }
     }
 
     /// The field's text in `payload`, as [`field_text`] reads it.

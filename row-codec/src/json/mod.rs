@@ -9,7 +9,7 @@
 //! | BOOLEAN | `true`/`false`, the strings `"true"`/`"false"` |
 //! | TINYINT, SMALLINT, INT, BIGINT | integers in range, numbers with no fraction, numeric strings |
 //! | FLOAT, DOUBLE | any number, numeric strings |
-//! | STRING | strings; numbers, booleans, objects and arrays as their JSON text |
+//! | STRING | strings; numbers and booleans as their JSON text; objects and arrays as their JSON text under [`JsonMapper::nested_as_text`] |
 //! | CHAR | strings; numbers and booleans as their JSON text |
 //! | BYTES, BINARY(n) | standard base64 strings (BINARY needs exactly n bytes) |
 //! | DECIMAL(p, s) | numbers or decimal strings; at most p - s integer digits once rounded to s (use strings for exact values) |
@@ -24,7 +24,8 @@
 //! Fields without a column are ignored, or, under
 //! [`JsonMapper::unknown_fields`] with [`UnknownFields::Refuse`], refuse
 //! the payload when their value is not `null` ([`MapError::UnknownField`]).
-//! Objects and arrays convert to STRING columns only.
+//! Objects and arrays convert to nothing, or under
+//! [`JsonMapper::nested_as_text`] to STRING columns only.
 
 use std::borrow::Cow;
 use std::mem::ManuallyDrop;
@@ -174,9 +175,22 @@ impl JsonMapper {
             parser: JsonParser::default(),
             flat_first: true,
             unknown: UnknownFields::Ignore,
-            nested_as_text: true,
+            nested_as_text: false,
             noted: Default::default(),
         }
+    }
+
+    /// With `on`, an object or array is written into a STRING column as its
+    /// JSON text (keys in the payload's order) instead of being refused: for
+    /// a sink that makes STRING columns of such fields (`evolve_schema`).
+    pub fn nested_as_text(mut self, on: bool) -> Self {
+        self.nested_as_text = on;
+        self
+    }
+
+    /// Whether objects and arrays are written into STRING columns as text.
+    pub fn is_nested_as_text(&self) -> bool {
+        self.nested_as_text
     }
 
     /// What is done with a field that names no column (see [`UnknownFields`]).

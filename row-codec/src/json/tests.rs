@@ -363,12 +363,22 @@ fn an_unknown_field_refusal_is_recognised_by_its_text() {
 }
 
 #[test]
-fn objects_and_arrays_are_their_json_text_in_a_string_column_only() {
+fn objects_and_arrays_are_their_json_text_in_a_string_column_only_when_asked() {
     let mapper = JsonMapper::new(vec![
         Column::new("s", DataType::String, true),
         Column::new("n", DataType::BigInt, true),
     ]);
-    for mapper in every_reader(mapper) {
+    for mapper in every_reader(mapper.clone()) {
+        let mut out = RowsBuilder::new();
+        assert!(
+            matches!(
+                mapper.map_into(br#"{"s":[1]}"#, RowKind::Append, 0, &mut out),
+                Err(MapError::Convert { reason, .. }) if reason == "found an array, expected a STRING"
+            ),
+            "refused by default"
+        );
+    }
+    for mapper in every_reader(mapper.nested_as_text(true)) {
         let map = |payload: &str| {
             let mut out = RowsBuilder::new();
             mapper.map_into(payload.as_bytes(), RowKind::Append, 0, &mut out)?;
