@@ -1,9 +1,10 @@
-//! Looking at the tables' schemas while the coordinator hangs.
+//! Looking at the tables' schemas, and adding a column, while the
+//! coordinator hangs.
 
 use std::time::{Duration, Instant};
 
 use integration_tests::fluss_cluster::{add_string_column_at, block, read_log_at, unique_table};
-use integration_tests::plugin::{assert_prompt, logged, messages_with_extra, next_id};
+use integration_tests::plugin::{TestMessage, assert_prompt, logged, messages_with_extra, next_id};
 use serde_json::json;
 
 use super::{DEADLINE, Suite};
@@ -86,4 +87,48 @@ pub(super) fn coordinator_hung_while_the_sink_looks_at_its_tables(suite: &mut Su
     ids.sort();
     assert_eq!(ids, (0..next as i64).collect::<Vec<_>>(), "every message once");
     assert_eq!(suite.plugin.close(id), 0);
+}
+
+/// The coordinator frozen while the sink adds a column for a new field
+/// (`evolve_schema`): the `ALTER TABLE` never answers, and the consume
+/// still returns within its deadline, failed, with nothing of the batch
+/// written. Once the coordinator answers again, the same batch (as the
+/// runtime hands it again) adds the column and lands once.
+pub(super) fn coordinator_hung_while_the_sink_adds_a_column(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("evolve_hung"), unique_table("evolve_hung_dlq"));
+    let mut config = suite.config(&path, &dlq, DEADLINE);
+    config["evolve_schema"] = json!(true);
+    let id = next_id();
+    suite.plugin.open_ok(id, &config);
+    let plain: Vec<TestMessage> = (0..10)
+        .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}"}}"#)))
+        .collect();
+    let (code, _) = suite.consume(id, &plain);
+    assert_eq!(code, 0, "before the freeze");
+
+    suite.cluster.script(&["pause", "coordinator"]);
+    let (code, took) = suite.consume(id, &messages_with_extra(10, 10));
+    suite.cluster.script(&["resume", "coordinator"]);
+    assert_ne!(code, 0, "a column that cannot be added fails the consume");
+    assert_prompt("adding a column while the coordinator hangs", took, DEADLINE);
+    suite.record("adding a column while the coordinator hangs", took);
+    suite.wait_until_answering();
+
+    let (code, _) = suite.consume(id, &messages_with_extra(10, 10));
+    assert_eq!(code, 0, "after the thaw: {:?}", logged(&format!("instance={id}")));
+    assert_eq!(suite.plugin.close(id), 0);
+    let bootstrap = suite.cluster.bootstrap();
+    let rows = block(read_log_at(&bootstrap, &path, 20, Duration::from_secs(20)));
+    let mut seen: Vec<(i64, String)> = rows
+        .iter()
+        .map(|row| (row[0].parse().unwrap(), row.get(2).cloned().unwrap_or_default()))
+        .collect();
+    seen.sort();
+    let expected: Vec<(i64, String)> = (0..20)
+        .map(|i| (i, if i < 10 { String::new() } else { format!("e{i}") }))
+        .collect();
+    assert_eq!(
+        seen, expected,
+        "every message once, the new ones with their field"
+    );
 }
