@@ -440,3 +440,19 @@ async fn poll_batches(
     }
     batches
 }
+
+/// The columns of table `path` in Fluss now: each name and type (as Fluss
+/// writes it, e.g. `BIGINT NOT NULL`).
+pub async fn columns_of(path: &TablePath) -> Vec<(String, String)> {
+    let conn = connection().await;
+    let table = conn
+        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
+        .await
+        .expect("the table exists");
+    let info = table.get_table_info();
+    info.row_type()
+        .fields()
+        .iter()
+        .map(|f| (f.name().to_string(), f.data_type().to_string()))
+        .collect()
+}

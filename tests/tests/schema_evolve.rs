@@ -12,11 +12,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use fluss::metadata::TablePath as FlussPath;
 use fluss::row::{DataGetters, GenericRow, InternalRow};
 use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::{
-    add_string_column, block, bootstrap, connection, count_ids, lookup, read_log, unique_table,
+    self, add_string_column, block, bootstrap, count_ids, lookup, read_log, unique_table,
 };
 use integration_tests::plugin::{Plugin, TestMessage, logged};
 use serde_json::json;
@@ -56,19 +55,7 @@ fn messages(ids: std::ops::Range<u64>, payload: impl Fn(u64) -> String) -> Vec<T
 
 /// The table's columns in Fluss now: name and type.
 fn columns_of(path: &TablePath) -> Vec<(String, String)> {
-    block(async {
-        let conn = connection().await;
-        let table = conn
-            .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-            .await
-            .expect("the table exists");
-        let info = table.get_table_info();
-        info.row_type()
-            .fields()
-            .iter()
-            .map(|f| (f.name().to_string(), f.data_type().to_string()))
-            .collect()
-    })
+    block(fluss_cluster::columns_of(path))
 }
 
 fn names(columns: &[(String, String)]) -> Vec<&str> {

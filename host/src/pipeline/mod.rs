@@ -212,7 +212,7 @@ impl Pipeline {
         deadline: Deadline,
     ) -> Result<WriteReport, PipelineError> {
         let Held { schema, batch, rows } = held;
-        if evolve && self.stage_schema().columns.is_empty() {
+        if evolve && !self.table_made() {
             // The table is made from this batch's fields first.
             return self.write_split(schema, &batch, 0, deadline).await;
         }
@@ -302,6 +302,13 @@ impl Pipeline {
     /// The row stage in force: a batch keeps the one it took.
     fn stage(&self) -> Arc<RowStage> {
         self.stage.read().unwrap_or_else(|e| e.into_inner()).0.clone()
+    }
+
+    /// Whether the sink's table exists (it has columns): not yet when
+    /// `evolve_schema` makes it from the first batch. Read without copying
+    /// the schema: it is asked once a batch.
+    fn table_made(&self) -> bool {
+        !(self.stage.read().unwrap_or_else(|e| e.into_inner()).1.columns).is_empty()
     }
 
     /// The sink table's schema the stage in force was made for.

@@ -5,9 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use fluss::metadata::TablePath as FlussPath;
 use integration_tests::fluss_cluster::{
-    add_string_column, block, bootstrap, connection, read_log, unique_table,
+    add_string_column, block, bootstrap, columns_of, read_log, unique_table,
 };
 use integration_tests::iggy::{Connector, Outgoing, Server, binaries_present, start_runtime, wait_for_table};
 
@@ -177,16 +176,7 @@ columns = [
         };
         assert_eq!((channel, qty), (&expected.0, &expected.1), "order {id}");
     }
-    let columns = block(async {
-        let conn = connection().await;
-        let fluss_path = FlussPath::new(table.database.clone(), table.table.clone());
-        let t = conn.get_table(&fluss_path).await.unwrap();
-        let info = t.get_table_info();
-        let columns: Vec<(String, String)> = (info.row_type().fields().iter())
-            .map(|f| (f.name().to_string(), f.data_type().to_string()))
-            .collect();
-        columns
-    });
+    let columns = block(columns_of(&table));
     assert_eq!(
         columns[2..],
         [
