@@ -24,6 +24,10 @@ use serde_json::json;
 #[path = "schema_evolve/create.rs"]
 mod create;
 
+/// Routed tables (dynamic routing) given the columns new fields add.
+#[path = "schema_evolve/routed.rs"]
+mod routed;
+
 /// The dead-letter table's `offset`, `error_kind` and `error` columns.
 const OFFSET: usize = 3;
 const KIND: usize = 7;

@@ -45,13 +45,6 @@ impl SinkConfig {
                     .into(),
             );
         }
-        if self.evolve_schema && self.transform.is_none() && self.route_field().is_some() {
-            return bad(
-                "evolve_schema does not add columns to routed tables (dynamic routing is on); \
-                 leave evolve_schema off, or route with a transform"
-                    .into(),
-            );
-        }
         if let Some(t) = &self.transform
             && t.reload
             && t.reload_check_interval.is_zero()
@@ -171,10 +164,6 @@ mod tests {
             (
                 r#""evolve_schema":true,"payload_format":"arrow_ipc""#,
                 "Arrow IPC payloads are written as they are",
-            ),
-            (
-                r#""evolve_schema":true,"dynamic_routing":true"#,
-                "does not add columns to routed tables",
             ),
             (r#""partial_update":true"#, "partial_update needs table_type"),
             (r#""dead_letter_table":"d.t""#, "the sink's own table"),

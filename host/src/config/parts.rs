@@ -75,6 +75,10 @@ impl SinkConfig {
             include_metadata: self.include_metadata,
             auto_create_partitions: self.auto_create_partitions,
             table_properties: self.table_properties(),
+            evolve_routed_tables: (self.evolve_schema
+                && self.transform.is_none()
+                && self.route_field().is_some())
+            .then_some(self.max_table_columns),
         }
     }
 

@@ -124,9 +124,18 @@ impl JsonMapping {
 
     /// Routes each message to the table named ("database.table") by its JSON
     /// field `field`; a message without the field goes to the sink's table.
-    /// Routed tables are expected to have the sink table's columns.
+    /// Routed tables are expected to have the sink table's columns. The
+    /// field is never taken for one the table lacks (see
+    /// [`JsonMapping::refusing_unknown_fields`]).
     pub fn with_route_field(self, field: Option<String>) -> Self {
+        let mapper = match &field {
+            // Read as a hidden STRING column, unless the table has a column
+            // of that name and another type (then it is known already).
+            Some(name) => self.mapper.clone().reading_field(name).unwrap_or(self.mapper),
+            None => self.mapper,
+        };
         Self {
+            mapper,
             route_field: field,
             ..self
         }
@@ -381,6 +390,29 @@ mod tests {
         assert!(
             matches!(&out.outcomes[3], MessageOutcome::DeadLetter(r) if r.starts_with("routing field `to`"))
         );
+    }
+
+    #[test]
+    fn the_routing_field_is_never_a_field_the_table_lacks() {
+        let table = TableSchema {
+            path: TablePath::new("db", "t"),
+            columns: vec![Column::new("id", DataType::BigInt, false)],
+            primary_key: vec![],
+            partition_keys: vec![],
+            added_columns: 0,
+        };
+        let mut batch = MessageBatch::new(Source::default());
+        for payload in [r#"{"id":1,"to":"db.a"}"#, r#"{"id":2,"to":"db.a","new":1}"#] {
+            batch.push(0, 0, 0, payload.as_bytes(), []).unwrap();
+        }
+        let out = JsonMapping::new(&table, RowKind::Append)
+            .refusing_unknown_fields(true)
+            .with_route_field(Some("to".into()))
+            .map_batch(&batch);
+        assert_eq!(out.outcomes[0], MessageOutcome::Rows(1), "{:?}", out.outcomes);
+        assert_eq!(new_field_of(&out.outcomes[1]), Some("new"), "{:?}", out.outcomes);
+        let cells: Vec<u16> = out.rows.iter().map(|(_, row)| row.cell_count).collect();
+        assert_eq!(cells, [1], "the routing field is read, not written");
     }
 
     #[test]

@@ -41,6 +41,11 @@ pub struct WriterSettings {
     pub auto_create_partitions: Option<bool>,
     /// Fluss table properties (`table.*`) of the tables the sink creates.
     pub table_properties: BTreeMap<String, String>,
+    /// With `evolve_schema` and dynamic routing: a routed table lacking
+    /// the last of the sink table's columns is given them, up to this many
+    /// columns in all (`max_table_columns`); `None` leaves routed tables
+    /// as they are.
+    pub evolve_routed_tables: Option<usize>,
 }
 
 impl std::fmt::Debug for WriterSettings {
@@ -60,6 +65,7 @@ impl std::fmt::Debug for WriterSettings {
             .field("include_metadata", &self.include_metadata)
             .field("auto_create_partitions", &self.auto_create_partitions)
             .field("table_properties", &self.table_properties)
+            .field("evolve_routed_tables", &self.evolve_routed_tables)
             .finish()
     }
 }
@@ -94,6 +100,7 @@ impl Default for WriterSettings {
             include_metadata: false,
             auto_create_partitions: None,
             table_properties: BTreeMap::new(),
+            evolve_routed_tables: None,
         }
     }
 }

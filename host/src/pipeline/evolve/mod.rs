@@ -190,11 +190,15 @@ impl Pipeline {
     ) -> Result<WriteReport, PipelineError> {
         let rest = batch.slice(at..batch.len());
         let known = self.stage_schema();
+        // The routing field names a table; it is never a column of its own.
+        let route_field = self.config.route_field();
         let fields: Vec<Vec<(String, DataType)>> = rest
             .iter()
             .map(|m| {
                 let mut fields = field_types(m.payload).unwrap_or_default();
-                fields.retain(|(name, _)| !known.columns.iter().any(|c| &c.name == name));
+                fields.retain(|(name, _)| {
+                    !known.columns.iter().any(|c| &c.name == name) && route_field.as_ref() != Some(name)
+                });
                 fields
             })
             .collect();

@@ -3,11 +3,12 @@
 //! that another client added meanwhile is taken as it is, so two sinks
 //! adding the same column at once both go on.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use fluss::metadata::{AddColumn, AlterTableChanges, ColumnPositionType, JsonSerde};
 
-use super::{expired, fluss_path, fluss_type};
+use super::{Table, expired, fluss_path, fluss_type};
 use crate::deadline::Deadline;
 use crate::schema::{Column, TablePath, TableSchema};
 use crate::writer::{FlussWriter, WriteError};
@@ -69,6 +70,64 @@ impl FlussWriter {
             found: raced.into_iter().map(|(name, _)| name).collect(),
             refused,
         })
+    }
+
+    /// Routed `table` given the columns of `template` (the sink's table) it
+    /// lacks, when `evolve_routed_tables` is on: rows are mapped onto the
+    /// sink table's columns, so a routed table whose columns are the first
+    /// of the template's takes the rest (added as with `evolve_schema`,
+    /// nullable, at the end). `Ok(Err(reason))`: the table cannot take the
+    /// rows (its columns are not the template's first, the cap, or Fluss
+    /// refused a column); `Err`: the deadline passed first.
+    pub(in crate::writer) async fn catch_up_routed(
+        &self,
+        table: Arc<Table>,
+        template: &TableSchema,
+        deadline: Deadline,
+    ) -> Result<Result<Arc<Table>, String>, WriteError> {
+        let Some(max_columns) = self.settings.evolve_routed_tables else {
+            return Ok(Ok(table));
+        };
+        let (have, all) = (&table.schema.columns, &template.columns);
+        if have.len() >= all.len() {
+            return Ok(Ok(table));
+        }
+        let path = &table.schema.path;
+        if let Some((ours, theirs)) = have
+            .iter()
+            .zip(all)
+            .find(|(ours, theirs)| ours.name != theirs.name || ours.data_type != theirs.data_type)
+        {
+            return Ok(Err(format!(
+                "evolve_schema cannot give it the columns of {} it lacks: its column `{}` {} is \
+                 `{}` {} in {} (a routed table's columns must be the first of the sink table's)",
+                template.path, ours.name, ours.data_type, theirs.name, theirs.data_type, template.path
+            )));
+        }
+        if all.len() > max_columns {
+            return Ok(Err(format!(
+                "it would take the {} columns of {}, past max_table_columns = {max_columns}",
+                all.len(),
+                template.path
+            )));
+        }
+        let lacking = &all[have.len()..];
+        let added = self.add_columns(path, lacking, deadline).await?;
+        if let Some((name, reason)) = added.refused.first() {
+            return Ok(Err(format!("Fluss refused to add column `{name}`: {reason}")));
+        }
+        if !added.added.is_empty() {
+            if let Some(metrics) = &self.metrics {
+                metrics.schema_change(path, "added");
+            }
+            tracing::info!(
+                table = %path,
+                "table {path} changed: added column(s) {} of {} (evolve_schema, a routed table)",
+                added.added.join(", "),
+                template.path
+            );
+        }
+        self.table(path, deadline).await.map(Ok)
     }
 
     /// Whether the table at `path` exists, asked within `deadline`.

@@ -130,7 +130,10 @@ impl FlussWriter {
         if let Some(reason) = self.router.refusal(&path) {
             return Ok(Err(reason));
         }
-        let resolved = self.resolve(&path, &default.schema, deadline).await?;
+        let resolved = match self.resolve(&path, &default.schema, deadline).await? {
+            Ok(table) => self.catch_up_routed(table, &default.schema, deadline).await?,
+            unusable => unusable,
+        };
         if let Err(reason) = &resolved {
             self.router.remember_unknown(&path, reason);
         }
