@@ -499,6 +499,7 @@ fn nothing_is_lost_while_fluss_is_away() {
     a_full_spool_refuses_within_the_deadline(&mut suite);
     a_table_dropped_under_the_spool(&mut suite);
     schema::a_column_added_while_a_batch_is_spooled(&mut suite);
+    schema::a_column_added_while_a_closed_instance_left_a_batch_spooled(&mut suite);
     disk_errors_are_never_taken_as_durable(&mut suite);
     eprintln!("\nspool case | time");
     for (case, took) in &suite.timings {

@@ -83,6 +83,9 @@ struct Held {
     schema: PayloadSchema,
     batch: Arc<MessageBatch>,
     rows: Option<(HeldRows, crate::rows::DeadLetterKind)>,
+    /// How many columns the sink's table had for the stage that made
+    /// `rows` (see [`crate::spool::record::SpooledBatch::rows_made_for`]).
+    rows_made_for: Option<u32>,
 }
 
 /// A transform's rows of a held batch.
@@ -102,6 +105,7 @@ impl Held {
             rows: record
                 .rows
                 .map(|(output, kind)| (HeldRows::Made(Arc::new(output)), kind)),
+            rows_made_for: record.rows_made_for,
         }
     }
 }
@@ -181,7 +185,7 @@ impl Pipeline {
         schema: PayloadSchema,
         batch: Arc<MessageBatch>,
     ) -> Result<Held, PipelineError> {
-        let stage = self.stage();
+        let (stage, columns) = self.stage_and_columns();
         let rows = match *stage {
             RowStage::Wasm(_) => {
                 // Chunks made into the table's columns beside the transform.
@@ -191,7 +195,13 @@ impl Pipeline {
             }
             _ => None,
         };
-        Ok(Held { schema, batch, rows })
+        let rows_made_for = rows.as_ref().map(|_| columns as u32);
+        Ok(Held {
+            schema,
+            batch,
+            rows,
+            rows_made_for,
+        })
     }
 
     /// Writes `held` before `deadline`, once (see [`Pipeline::write_held`]).
@@ -211,14 +221,20 @@ impl Pipeline {
         evolve: bool,
         deadline: Deadline,
     ) -> Result<WriteReport, PipelineError> {
-        let Held { schema, batch, rows } = held;
+        let Held {
+            schema,
+            batch,
+            rows,
+            rows_made_for,
+        } = held;
         if evolve && !self.table_made() {
             // The table is made from this batch's fields first.
             return self.write_split(schema, &batch, 0, deadline).await;
         }
         match rows {
             Some((HeldRows::Made(output), kind)) => {
-                let output = Arc::try_unwrap(output).unwrap_or_else(|shared| (*shared).clone());
+                let mut output = Arc::try_unwrap(output).unwrap_or_else(|shared| (*shared).clone());
+                self.pad_rows_made_before_a_change(&mut output, rows_made_for);
                 return Ok(self
                     .writer
                     .write_within(&batch, output, &self.table, kind, deadline)
@@ -302,6 +318,25 @@ impl Pipeline {
     /// The row stage in force: a batch keeps the one it took.
     fn stage(&self) -> Arc<RowStage> {
         self.stage.read().unwrap_or_else(|e| e.into_inner()).0.clone()
+    }
+
+    /// The row stage in force and how many columns its table has.
+    fn stage_and_columns(&self) -> (Arc<RowStage>, usize) {
+        let stage = self.stage.read().unwrap_or_else(|e| e.into_inner());
+        (stage.0.clone(), stage.1.columns.len())
+    }
+
+    /// Gives a transform's rows for the sink's table made when it had
+    /// `made_for` columns (read back from the spool) NULL in the columns
+    /// added to its end since: a process that opened the table after the
+    /// change would refuse them as short.
+    fn pad_rows_made_before_a_change(&self, output: &mut TransformOutput, made_for: Option<u32>) {
+        let columns = self.stage_and_columns().1;
+        if let Some(made_for) = made_for.filter(|&w| (w as usize) < columns) {
+            output.rows = output
+                .rows
+                .padded(output.outcomes.len(), made_for as u16, columns as u16);
+        }
     }
 
     /// Whether the sink's table exists (it has columns): not yet when

@@ -189,6 +189,7 @@ impl Spooler {
                 .map_or(0, |d| d.as_micros() as u64),
             schema: held.schema,
             batch: (*held.batch).clone(),
+            rows_made_for: rows.as_ref().and(held.rows_made_for),
             rows,
         };
         let b = &held.batch;
@@ -402,6 +403,7 @@ pub(super) mod tests {
             schema: PayloadSchema::Json,
             batch: Arc::new(batch),
             rows: None,
+            rows_made_for: None,
         }
     }
 

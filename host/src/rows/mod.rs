@@ -137,6 +137,31 @@ impl RowBatch {
             .collect()
     }
 
+    /// This batch (of `messages` messages) with each row of the sink's
+    /// table that has `cells` cells given NULL cells up to `columns`: rows
+    /// made for the table before columns were added to its end (Fluss adds
+    /// columns only there), read back from the spool by a process that
+    /// opened the table with them. Other rows are kept as they are.
+    pub(crate) fn padded(&self, messages: usize, cells: u16, columns: u16) -> RowBatch {
+        let mut rows = fluss_row_codec::RowsBuilder::with_capacity(self.bytes.len());
+        let mut counts = vec![0u32; messages];
+        for (entry, view) in self.iter() {
+            rows.begin_row(entry.kind, entry.table);
+            for cell in view.cells() {
+                rows.cell(cell);
+            }
+            if entry.table == DEFAULT_TABLE && entry.cell_count == cells {
+                for _ in cells..columns {
+                    rows.null();
+                }
+            }
+            rows.end_row();
+            counts[entry.message as usize] += 1;
+        }
+        RowBatch::from_encoded(rows.into_bytes(), self.tables.clone(), &counts)
+            .expect("rows re-encoded from rows that decoded")
+    }
+
     /// Appends `other`'s rows, shifting their message indexes by `message_offset`.
     pub fn append(&mut self, other: &RowBatch, message_offset: u32) {
         let base = self.bytes.len() as u32;
@@ -291,6 +316,35 @@ mod tests {
             vec![(0, Some("db.a")), (2, Some("db.b")), (2, Some("db.a"))]
         );
         assert_eq!(a.counts(), (2, 0, 1));
+    }
+
+    #[test]
+    fn padding_gives_the_sink_tables_short_rows_null_cells_only() {
+        // Message 0: a one-cell row of the sink's table and one of db.x;
+        // message 1: none; message 2: a two-cell row of the sink's table.
+        let mut b = RowsBuilder::new();
+        for (table, cells) in [(0u16, 1), (1, 1), (0, 2)] {
+            b.begin_row(RowKind::Append, table);
+            for v in 0..cells {
+                b.bigint(v);
+            }
+            b.end_row();
+        }
+        let batch = RowBatch::from_encoded(b.into_bytes(), vec!["db.x".into()], &[2, 0, 1]).unwrap();
+        let padded = batch.padded(3, 1, 3);
+        let rows: Vec<(u32, u16, Vec<fluss_row_codec::Cell<'_>>)> = padded
+            .iter()
+            .map(|(e, view)| (e.message, e.table, view.cells().collect()))
+            .collect();
+        use fluss_row_codec::Cell::{BigInt, Null};
+        assert_eq!(
+            rows,
+            vec![
+                (0, 0, vec![BigInt(0), Null, Null]),
+                (0, 1, vec![BigInt(0)]),
+                (2, 0, vec![BigInt(0), BigInt(1)]),
+            ]
+        );
     }
 
     /// A row as compared: its message, table name and encoded bytes.

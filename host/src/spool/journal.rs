@@ -314,6 +314,7 @@ mod tests {
             schema: PayloadSchema::Json,
             batch,
             rows: None,
+            rows_made_for: None,
         };
         (r.encode(), first, first + count - 1)
     }

@@ -32,6 +32,10 @@ pub(crate) struct SpooledBatch {
     pub batch: MessageBatch,
     /// The rows a transform made of them, with the kind of its dead letters.
     pub rows: Option<(TransformOutput, DeadLetterKind)>,
+    /// How many columns the sink's table had when the transform made the
+    /// rows: a replay after columns were added gives its rows NULL in them
+    /// (`None`: no rows, or a record written before this was kept).
+    pub rows_made_for: Option<u32>,
 }
 
 /// Why bytes are not a record.
@@ -61,7 +65,11 @@ impl SpooledBatch {
             (Some((_, kind)), Some((_, next_kind))) => kind == next_kind,
             _ => false,
         };
-        if !rows_match || self.schema != next.schema || self.batch.source != next.batch.source {
+        if !rows_match
+            || self.rows_made_for != next.rows_made_for
+            || self.schema != next.schema
+            || self.batch.source != next.batch.source
+        {
             return false;
         }
         if self.batch.extend_from(&next.batch).is_err() {
@@ -103,7 +111,13 @@ impl SpooledBatch {
         match &self.rows {
             None => out.u8(0),
             Some((output, kind)) => {
-                out.u8(1);
+                match self.rows_made_for {
+                    Some(columns) => {
+                        out.u8(2);
+                        out.u32(columns);
+                    }
+                    None => out.u8(1),
+                }
                 out.u8(kind_tag(*kind));
                 out.u32(output.outcomes.len() as u32);
                 for outcome in &output.outcomes {
@@ -268,9 +282,13 @@ impl<'a> Decoder<'a> {
                 .push(offset, id, timestamp, payload, headers)
                 .map_err(|e| e.to_string())?;
         }
-        let rows = match self.u8()? {
-            0 => None,
-            1 => Some(self.output(messages)?),
+        let (rows, rows_made_for) = match self.u8()? {
+            0 => (None, None),
+            1 => (Some(self.output(messages)?), None),
+            2 => {
+                let columns = self.u32()?;
+                (Some(self.output(messages)?), Some(columns))
+            }
             tag => return Err(format!("rows tag {tag} is unknown")),
         };
         Ok(SpooledBatch {
@@ -278,6 +296,7 @@ impl<'a> Decoder<'a> {
             schema,
             batch,
             rows,
+            rows_made_for,
         })
     }
 
@@ -408,6 +427,7 @@ mod tests {
             schema: PayloadSchema::Json,
             batch: batch(),
             rows: Some((output(), DeadLetterKind::Transform)),
+            rows_made_for: Some(1),
         }
     }
 
@@ -429,6 +449,16 @@ mod tests {
         assert_eq!(rows(&out), rows(&want));
         let entries: Vec<_> = out.rows.iter().map(|(e, _)| (e.message, e.table)).collect();
         assert_eq!(entries, vec![(0, 0), (0, 1), (3, 0)]);
+        assert_eq!(back.rows_made_for, Some(1));
+    }
+
+    #[test]
+    fn a_record_written_before_the_rows_width_was_kept_reads_back_without_it() {
+        let mut r = record();
+        r.rows_made_for = None;
+        let back = SpooledBatch::decode(&r.encode()).unwrap();
+        assert_eq!(back.rows_made_for, None);
+        assert_eq!(back.rows.unwrap().0.outcomes, r.rows.unwrap().0.outcomes);
     }
 
     /// Each row's message, table name and encoded bytes.
@@ -475,7 +505,10 @@ mod tests {
         without_rows.rows = None;
         let mut other_kind = record();
         other_kind.rows.as_mut().unwrap().1 = DeadLetterKind::Mapping;
+        let mut other_width = record();
+        other_width.rows_made_for = Some(2);
         for (case, next) in [
+            ("rows made for another width of the table", other_width),
             ("another partition", other_partition),
             ("another payload schema", other_schema),
             ("no transform rows", without_rows),
@@ -533,6 +566,7 @@ mod tests {
     fn a_record_without_rows_keeps_only_the_messages() {
         let r = SpooledBatch {
             rows: None,
+            rows_made_for: None,
             schema: PayloadSchema::Raw,
             ..record()
         };

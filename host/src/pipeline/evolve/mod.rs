@@ -170,6 +170,7 @@ impl Pipeline {
                 schema,
                 batch: Arc::new(batch.slice(0..at)),
                 rows: None,
+                rows_made_for: None,
             };
             written = Box::pin(self.write_held_rows(before, false, deadline)).await?;
         }
@@ -248,6 +249,7 @@ impl Pipeline {
                 schema,
                 batch: Arc::new(keep),
                 rows: None,
+                rows_made_for: None,
             };
             written.add(&Box::pin(self.write_held_rows(held, false, deadline)).await?);
         }
