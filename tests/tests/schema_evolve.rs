@@ -138,6 +138,50 @@ fn new_fields_add_columns_typed_from_their_values_and_rows_keep_their_order() {
     );
 }
 
+#[test]
+fn a_later_value_its_column_does_not_take_is_dead_lettered_as_schema() {
+    // On the lean path (the sink's own table) and the encoded one (rows
+    // routed by a field): `n` becomes BIGINT from its first value; a later
+    // string is refused, naming the column, its type and the value.
+    for routed in [false, true] {
+        let (path, dlq) = (
+            unique_table("evolve_conflict"),
+            unique_table("evolve_conflict_dlq"),
+        );
+        let mut config = config(&path, &dlq);
+        if routed {
+            config["dynamic_routing"] = json!(true);
+            config["allowed_tables"] = json!(["sink_it.evolve_conflict_*"]);
+        }
+        let plugin = Plugin::load();
+        let id = plugin.open_new(&config);
+        plugin.consume_json_ok(id, "t", &[TestMessage::text(0, r#"{"id":0,"n":5}"#)]);
+        let later = [
+            TestMessage::text(1, r#"{"id":1,"n":"many"}"#),
+            TestMessage::text(2, r#"{"id":2,"n":7}"#),
+        ];
+        plugin.consume_json_ok(id, "t", &later);
+        assert_eq!(plugin.close(id), 0);
+        assert_eq!(
+            columns_of(&path)[2],
+            ("n".to_string(), "BIGINT".to_string()),
+            "routed: {routed}"
+        );
+        let ids = count_ids(&block(read_log(&path, 2, Duration::from_secs(30))));
+        assert_eq!(ids, BTreeMap::from([(0, 1), (2, 1)]), "routed: {routed}");
+        let letters = block(read_log(&dlq, 1, Duration::from_secs(30)));
+        let letters: Vec<(&str, &str, &str)> = letters
+            .iter()
+            .map(|l| (l[OFFSET].as_str(), l[KIND].as_str(), l[ERROR].as_str()))
+            .collect();
+        assert_eq!(
+            letters,
+            [("1", "schema", r#"column `n` (BIGINT): "many" is not a BIGINT"#)],
+            "routed: {routed}"
+        );
+    }
+}
+
 /// `(name, extra)` of the primary-key row keyed `id`, `None` for NULL.
 fn keyed_row(path: &TablePath, id: i64) -> Option<(Option<String>, Option<String>)> {
     let mut key = GenericRow::new(1);

@@ -79,6 +79,7 @@ impl SinkConfig {
                 && self.transform.is_none()
                 && self.route_field().is_some())
             .then_some(self.max_table_columns),
+            conversions_are_schema: self.evolve_schema && self.transform.is_none(),
         }
     }
 

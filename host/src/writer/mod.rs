@@ -97,10 +97,14 @@ impl WriteReport {
 }
 
 /// What became of a batch's messages, and the dead letters to write (each
-/// with its kind from `kinds`), from one outcome per message.
+/// with its kind from `kinds`), from one outcome per message. With
+/// `conversions_are_schema`, the JSON mapping's refusals of a value its
+/// column's type does not take are `schema` (see
+/// [`WriterSettings::conversions_are_schema`]).
 fn report_of<'o>(
     outcomes: &'o [MessageOutcome],
     kinds: &[DeadLetterKind],
+    conversions_are_schema: bool,
 ) -> (WriteReport, Vec<delivery::dead_letter::Letter<'o>>) {
     let mut report = WriteReport::default();
     let mut letters = Vec::new();
@@ -110,7 +114,16 @@ fn report_of<'o>(
             MessageOutcome::Rows(_) => report.written += 1,
             MessageOutcome::DeadLetter(reason) => {
                 report.dead_lettered += 1;
-                letters.push((i, kinds[i], reason.as_str()));
+                let kind = match kinds[i] {
+                    DeadLetterKind::Mapping
+                        if conversions_are_schema
+                            && fluss_row_codec::json::MapError::is_conversion(reason) =>
+                    {
+                        DeadLetterKind::Schema
+                    }
+                    kind => kind,
+                };
+                letters.push((i, kind, reason.as_str()));
             }
         }
     }
@@ -158,7 +171,7 @@ impl FlussWriter {
                 }
             }
         }
-        let (report, letters) = report_of(&outcomes, &kinds);
+        let (report, letters) = report_of(&outcomes, &kinds, self.settings.conversions_are_schema);
         self.dead_letter(batch, &letters, deadline).await?;
         Ok(report)
     }

@@ -46,6 +46,10 @@ pub struct WriterSettings {
     /// columns in all (`max_table_columns`); `None` leaves routed tables
     /// as they are.
     pub evolve_routed_tables: Option<usize>,
+    /// With `evolve_schema` (the JSON mapping): a value its column's type
+    /// does not take is dead-lettered as `schema`, not `mapping` (the
+    /// column was typed from the field's earlier values).
+    pub conversions_are_schema: bool,
 }
 
 impl std::fmt::Debug for WriterSettings {
@@ -66,6 +70,7 @@ impl std::fmt::Debug for WriterSettings {
             .field("auto_create_partitions", &self.auto_create_partitions)
             .field("table_properties", &self.table_properties)
             .field("evolve_routed_tables", &self.evolve_routed_tables)
+            .field("conversions_are_schema", &self.conversions_are_schema)
             .finish()
     }
 }
@@ -101,6 +106,7 @@ impl Default for WriterSettings {
             auto_create_partitions: None,
             table_properties: BTreeMap::new(),
             evolve_routed_tables: None,
+            conversions_are_schema: false,
         }
     }
 }

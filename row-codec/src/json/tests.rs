@@ -363,6 +363,26 @@ fn an_unknown_field_refusal_is_recognised_by_its_text() {
 }
 
 #[test]
+fn a_conversion_refusal_is_recognised_by_its_text() {
+    let mut out = RowsBuilder::new();
+    let mapper = JsonMapper::new(vec![Column::new("id (x)", DataType::BigInt, false)]);
+    let refused = mapper
+        .map_into(br#"{"id (x)":"two"}"#, RowKind::Append, 0, &mut out)
+        .unwrap_err();
+    assert!(matches!(refused, MapError::Convert { .. }), "{refused:?}");
+    assert!(MapError::is_conversion(&refused.to_string()), "{refused}");
+    for other in [
+        MapError::MissingValue("id` (BIGINT): x".into()),
+        MapError::MissingValue("id".into()),
+        MapError::UnknownField("id".into()),
+        MapError::NotAnObject,
+        MapError::InvalidJson("column `a` (b".into()),
+    ] {
+        assert!(!MapError::is_conversion(&other.to_string()), "{other}");
+    }
+}
+
+#[test]
 fn objects_and_arrays_are_their_json_text_in_a_string_column_only_when_asked() {
     let mapper = JsonMapper::new(vec![
         Column::new("s", DataType::String, true),

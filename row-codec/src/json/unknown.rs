@@ -17,6 +17,19 @@ impl MapError {
     }
 }
 
+impl MapError {
+    /// Whether a refusal's text (`MapError::to_string`) is a
+    /// [`MapError::Convert`]: a value its column's type does not take.
+    pub fn is_conversion(text: &str) -> bool {
+        let Some(rest) = text.strip_prefix("column `") else {
+            return false;
+        };
+        let missing = MapError::MissingValue(String::new()).to_string();
+        let missing_tail = missing.strip_prefix("column ``").unwrap_or(&missing);
+        rest.contains("` (") && !rest.ends_with(missing_tail)
+    }
+}
+
 /// What a [`JsonMapper`] does with a field that names no column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum UnknownFields {

@@ -67,7 +67,7 @@ impl FlussWriter {
             kinds[message as usize] = DeadLetterKind::Write;
         }
         self.count_rows_written(&groups, &output.outcomes, &table_of);
-        let (report, letters) = report_of(&output.outcomes, &kinds);
+        let (report, letters) = report_of(&output.outcomes, &kinds, self.settings.conversions_are_schema);
         self.dead_letter(batch, &letters, deadline).await?;
         Ok(report)
     }
