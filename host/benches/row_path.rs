@@ -50,6 +50,18 @@ fn row_path(c: &mut Criterion) {
             false,
         )
     };
+    // The sink's own settings: fields without a column noted (a look at the
+    // table follows), or refused so that their columns are added first
+    // (`evolve_schema`); every field of these payloads has a column.
+    let unknown_fields = |refuse| {
+        ColumnMapping::new(
+            mapping.clone().refusing_unknown_fields(refuse),
+            schema.clone(),
+            arrow_schema.clone(),
+            false,
+        )
+    };
+    let (noting, refusing) = (unknown_fields(false), unknown_fields(true));
     let one_pass_sonic_only = parser_only(JsonParser::Sonic);
     let one_pass_serde_json_only = parser_only(JsonParser::SerdeJson);
     for (size_name, size) in SIZES {
@@ -92,6 +104,15 @@ fn row_path(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("json_to_arrow_one_pass", ROWS), |b| {
             b.iter(|| black_box(one_pass.map_batch(black_box(&batch))))
         });
+        assert_eq!(refusing.map_batch(&batch).rows.len(), ROWS, "no field is new");
+        group.bench_function(
+            BenchmarkId::new("json_to_arrow_one_pass_noting_fields", ROWS),
+            |b| b.iter(|| black_box(noting.map_batch(black_box(&batch)))),
+        );
+        group.bench_function(
+            BenchmarkId::new("json_to_arrow_one_pass_evolve_schema", ROWS),
+            |b| b.iter(|| black_box(refusing.map_batch(black_box(&batch)))),
+        );
         group.bench_function(BenchmarkId::new("json_to_arrow_one_pass_serde_json", ROWS), |b| {
             b.iter(|| black_box(one_pass_serde_json.map_batch(black_box(&batch))))
         });
