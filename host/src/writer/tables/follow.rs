@@ -10,10 +10,17 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt;
+
 use super::{Table, expired, fluss_path};
 use crate::deadline::Deadline;
 use crate::schema::{TablePath, TableSchema};
 use crate::writer::{FlussWriter, WriteError};
+
+/// How many open tables one look asks Fluss about at once (one request to
+/// the coordinator each), so that a look at many routed tables takes about
+/// as long as a look at a few.
+const LOOKS_AT_ONCE: usize = 8;
 
 /// A table whose schema changed in Fluss, now open with its new schema.
 #[derive(Debug, Clone)]
@@ -31,8 +38,9 @@ pub struct SchemaChange {
 }
 
 impl FlussWriter {
-    /// Looks at every open table's schema in Fluss, each within `deadline`,
-    /// and opens again those whose schema changed. A table Fluss cannot
+    /// Looks at every open table's schema in Fluss, each within `deadline`
+    /// (up to [`LOOKS_AT_ONCE`] at a time), and opens again those whose
+    /// schema changed. A table Fluss cannot
     /// tell about now is left as it is (logged at debug level) and looked
     /// at again next time. The changes a write met since the last call (see
     /// [`FlussWriter::table_after_change`]) come first.
@@ -41,8 +49,15 @@ impl FlussWriter {
             .map(|(path, table)| (path.clone(), table.clone()))
             .collect();
         let mut changes = std::mem::take(&mut *self.changes_met.lock().unwrap_or_else(|e| e.into_inner()));
-        for (path, table) in open {
-            match self.follow_table(&path, &table, deadline).await {
+        let looks = futures::stream::iter(open)
+            .map(|(path, table)| async move {
+                let looked = self.follow_table(&path, &table, deadline).await;
+                (path, looked)
+            })
+            .buffered(LOOKS_AT_ONCE);
+        let looked: Vec<_> = looks.collect().await;
+        for (path, looked) in looked {
+            match looked {
                 Ok(Some(change)) => changes.push(change),
                 Ok(None) => {}
                 Err(e) => tracing::debug!(table = %path, "cannot look at the table's schema now: {e}"),
