@@ -75,6 +75,11 @@ impl TableSchema {
         !self.partition_keys.is_empty()
     }
 
+    /// Whether the table has a column named `name`.
+    pub fn has_column(&self, name: &str) -> bool {
+        self.columns.iter().any(|c| c.name == name)
+    }
+
     /// Whether a row of `cells` cells can be written: one a column, or one
     /// a column it had before the [`TableSchema::added_columns`] (those it
     /// stops short of get NULL).

@@ -197,9 +197,7 @@ impl Pipeline {
             .iter()
             .map(|m| {
                 let mut fields = field_types(m.payload).unwrap_or_default();
-                fields.retain(|(name, _)| {
-                    !known.columns.iter().any(|c| &c.name == name) && route_field.as_ref() != Some(name)
-                });
+                fields.retain(|(name, _)| !known.has_column(name) && route_field.as_ref() != Some(name));
                 fields
             })
             .collect();
@@ -217,7 +215,7 @@ impl Pipeline {
                 continue;
             }
             let missing = fields.iter().find_map(|(name, _)| {
-                if schema_now.columns.iter().any(|c| &c.name == name) {
+                if schema_now.has_column(name) {
                     None
                 } else if let Some(reason) = refused.get(name) {
                     Some((name, Missing::Refused(reason.clone())))

@@ -45,7 +45,7 @@ impl FlussWriter {
         deadline: Deadline,
     ) -> Result<AddedColumns, WriteError> {
         let before = self.table(path, deadline).await?.schema.clone();
-        let wanted: Vec<&Column> = columns.iter().filter(|c| !has_column(&before, &c.name)).collect();
+        let wanted: Vec<&Column> = columns.iter().filter(|c| !before.has_column(&c.name)).collect();
         let mut refused = Vec::new();
         if !wanted.is_empty() && self.alter(path, &wanted, deadline).await?.is_err() {
             for column in &wanted {
@@ -57,13 +57,12 @@ impl FlussWriter {
         let schema = self.open_with(path, &wanted, &refused, deadline).await?;
         let added = wanted
             .iter()
-            .filter(|c| has_column(&schema, &c.name) && !refused.iter().any(|(name, _)| *name == c.name))
+            .filter(|c| schema.has_column(&c.name) && !refused.iter().any(|(name, _)| *name == c.name))
             .map(|c| c.name.clone())
             .collect();
         // A refusal for a column that is there now was a race another client won.
-        let (raced, refused): (Vec<_>, Vec<_>) = refused
-            .into_iter()
-            .partition(|(name, _)| has_column(&schema, name));
+        let (raced, refused): (Vec<_>, Vec<_>) =
+            refused.into_iter().partition(|(name, _)| schema.has_column(name));
         Ok(AddedColumns {
             schema,
             added,
@@ -202,7 +201,7 @@ impl FlussWriter {
             let schema = self.table(path, deadline).await?.schema.clone();
             let missing = wanted
                 .iter()
-                .filter(|c| !has_column(&schema, &c.name))
+                .filter(|c| !schema.has_column(&c.name))
                 .any(|c| !refused.iter().any(|(name, _)| *name == c.name));
             if !missing {
                 return Ok(schema);
@@ -213,8 +212,4 @@ impl FlussWriter {
             tokio::time::sleep(SHOW_PAUSE).await;
         }
     }
-}
-
-fn has_column(schema: &TableSchema, name: &str) -> bool {
-    schema.columns.iter().any(|c| c.name == name)
 }
