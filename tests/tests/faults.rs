@@ -534,6 +534,7 @@ fn every_promise_holds_under_faults() {
     same_key_twice_during_a_restart(&mut suite);
     schema::coordinator_hung_while_the_sink_looks_at_its_tables(&mut suite);
     schema::coordinator_hung_while_the_sink_adds_a_column(&mut suite);
+    schema::coordinator_hung_while_a_routed_table_takes_a_column(&mut suite);
     tablet_dead_longer_than_the_deadline(&mut suite);
     eprintln!("\nfault case | time");
     for (case, took) in &suite.timings {

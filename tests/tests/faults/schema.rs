@@ -132,3 +132,74 @@ pub(super) fn coordinator_hung_while_the_sink_adds_a_column(suite: &mut Suite) {
         "every message once, the new ones with their field"
     );
 }
+
+/// With dynamic routing, the coordinator frozen while the sink gives a
+/// routed table the column a new field added to its own table: the
+/// consume returns within its deadline, failed, with nothing of the batch
+/// written; the same batch handed again after the thaw lands once, with
+/// its field, in the routed table.
+pub(super) fn coordinator_hung_while_a_routed_table_takes_a_column(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("route_hung"), unique_table("route_hung_dlq"));
+    let routed = unique_table("route_hung_to");
+    let mut config = suite.config(&path, &dlq, DEADLINE);
+    config["evolve_schema"] = json!(true);
+    config["dynamic_routing"] = json!(true);
+    config["auto_create_table"] = json!(true);
+    config["allowed_tables"] = json!([routed.to_string()]);
+    let id = next_id();
+    suite.plugin.open_ok(id, &config);
+    let message = |i: u64, extra: bool, to: bool| {
+        let extra = if extra {
+            format!(r#","extra":"e{i}""#)
+        } else {
+            String::new()
+        };
+        let to = if to {
+            format!(r#","fluss_table":"{routed}""#)
+        } else {
+            String::new()
+        };
+        TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}"{extra}{to}}}"#))
+    };
+    // The routed table is made like the sink's; then `extra` is added to
+    // the sink's own table by a message that stays there.
+    let (code, _) = suite.consume(id, &(0..5).map(|i| message(i, false, true)).collect::<Vec<_>>());
+    assert_eq!(code, 0, "the routed table made");
+    let (code, _) = suite.consume(id, &[message(5, true, false)]);
+    assert_eq!(code, 0, "the sink's table given `extra`");
+
+    let routed_batch: Vec<TestMessage> = (6..16).map(|i| message(i, true, true)).collect();
+    suite.cluster.script(&["pause", "coordinator"]);
+    let (code, took) = suite.consume(id, &routed_batch);
+    suite.cluster.script(&["resume", "coordinator"]);
+    assert_ne!(
+        code, 0,
+        "a routed table that cannot take the column fails the consume"
+    );
+    assert_prompt(
+        "giving a routed table a column while the coordinator hangs",
+        took,
+        DEADLINE,
+    );
+    suite.record("giving a routed table a column while the coordinator hangs", took);
+    suite.wait_until_answering();
+
+    let (code, _) = suite.consume(id, &routed_batch);
+    assert_eq!(code, 0, "after the thaw: {:?}", logged(&format!("instance={id}")));
+    assert_eq!(suite.plugin.close(id), 0);
+    let bootstrap = suite.cluster.bootstrap();
+    let rows = block(read_log_at(&bootstrap, &routed, 15, Duration::from_secs(20)));
+    let mut seen: Vec<(i64, String)> = rows
+        .iter()
+        .map(|row| (row[0].parse().unwrap(), row.get(2).cloned().unwrap_or_default()))
+        .collect();
+    seen.sort();
+    let expected: Vec<(i64, String)> = (0..5)
+        .map(|i| (i, String::new()))
+        .chain((6..16).map(|i| (i, format!("e{i}"))))
+        .collect();
+    assert_eq!(
+        seen, expected,
+        "every routed message once, the later ones with their field"
+    );
+}
