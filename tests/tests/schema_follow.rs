@@ -9,11 +9,13 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use fluss::metadata::DataTypes;
 use fluss::row::{DataGetters, GenericRow, InternalRow};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::{DeadLetterKind, Deadline, JsonMapping, TablePath};
 use integration_tests::fluss_cluster::{
-    add_string_column, block, bootstrap, lookup, read_log, settings, unique_table, writer,
+    add_string_column, block, bootstrap, create_bucketed_log_table, lookup, read_log, settings, unique_table,
+    writer,
 };
 use integration_tests::plugin::{Plugin, TestMessage, logged};
 use integration_tests::{component, table, test_cache_dir, text_batch};
@@ -534,4 +536,38 @@ async fn writers_older_than_the_clients_metadata_are_replaced_at_once() {
         .unwrap();
     assert_eq!((report.written, report.dead_lettered), (1, 0));
     assert_eq!(keyed_row(&keyed, 1).await, Some((Some("a".into()), None)));
+
+    // A log table over three buckets keyed by `id`, whose rows are appended
+    // one by one: each refused row goes through the table opened again.
+    let bucketed = unique_table("follow_stale_bucketed");
+    create_bucketed_log_table(
+        &bucketed,
+        &[("id", DataTypes::bigint()), ("name", DataTypes::string())],
+        "id",
+    )
+    .await;
+    let before = w
+        .ensure_table(&table(&bucketed.to_string(), &columns, &[]))
+        .await
+        .unwrap();
+    add_string_column(&bucketed, "extra").await;
+    refresh_client_metadata(&w, &bucketed).await;
+    let batch = text_batch(&[
+        r#"{"id":1,"name":"a"}"#,
+        r#"{"id":2,"name":"b"}"#,
+        r#"{"id":3,"name":"c"}"#,
+    ]);
+    let rows = JsonMapping::new(&before, RowKind::Append).map_batch(&batch);
+    let report = w
+        .write(&batch, rows, &bucketed, DeadLetterKind::Mapping)
+        .await
+        .unwrap();
+    assert_eq!((report.written, report.dead_lettered), (3, 0));
+    let mut rows = read_log(&bucketed, 3, Duration::from_secs(30)).await;
+    rows.sort();
+    assert_eq!(
+        rows,
+        [["1", "a", ""], ["2", "b", ""], ["3", "c", ""]].map(|r| r.map(String::from).to_vec()),
+        "each row once, NULL in the new column"
+    );
 }

@@ -26,6 +26,17 @@ pub(in crate::writer) enum Failure {
 /// than its metadata has now (`client/write/batch.rs`).
 const SCHEMA_CHANGED: &str = "of the write record to append is not the same as the current schema id";
 
+/// Whether `message` is fluss-rs 1.0's refusal of a row narrower than the
+/// schema its metadata has now (`position 2 out of bounds (row has 2
+/// fields)`), which a row appended one by one through a writer made before
+/// columns were added gets once the client's metadata has them.
+fn is_narrower_row(message: &str) -> bool {
+    let Some((_, rest)) = message.split_once(" out of bounds (row has ") else {
+        return false;
+    };
+    message.starts_with("position ") && rest.trim_end_matches('.').ends_with(" fields)")
+}
+
 /// Whether `message` is fluss-rs 1.0's refusal of an Arrow batch narrower
 /// than the table (`RecordBatch has 2 columns but the table has 3`), which
 /// an append writer made before columns were added gives once the client's
@@ -79,7 +90,9 @@ pub(in crate::writer) fn classify(error: &fluss::error::Error) -> Failure {
         // server to send to (fluss-rs reports "no tablet server available"
         // and a dropped result channel as unexpected errors).
         E::UnexpectedError { message, .. } if message.contains(SCHEMA_CHANGED) => Failure::SchemaChanged,
-        E::IllegalArgument { message } if is_narrower_batch(message) => Failure::SchemaChanged,
+        E::IllegalArgument { message } if is_narrower_batch(message) || is_narrower_row(message) => {
+            Failure::SchemaChanged
+        }
         E::RpcError { .. }
         | E::IoUnexpectedError { .. }
         | E::BufferExhausted { .. }
@@ -155,6 +168,14 @@ mod tests {
         );
         assert_eq!(
             classify(&arrow("RecordBatch has 3 columns but the table has 2")),
+            Failure::Permanent
+        );
+        assert_eq!(
+            classify(&arrow("position 2 out of bounds (row has 2 fields)")),
+            Failure::SchemaChanged
+        );
+        assert_eq!(
+            classify(&arrow("position 2 of the key out of range")),
             Failure::Permanent
         );
         assert_eq!(

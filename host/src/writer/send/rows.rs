@@ -144,6 +144,7 @@ impl FlussWriter {
                 let mut refused_now = Vec::new();
                 let mut last_error = None;
                 let mut schema_changed = false;
+                let mut behind_the_table = Vec::new();
                 for (i, result) in sent {
                     let acked = match result {
                         Ok(future) => match self.acknowledgement(path, future, deadline, sent_at).await {
@@ -166,8 +167,9 @@ impl FlussWriter {
                             }
                             // Upserts may be written again whole; appends
                             // of rows already taken may not (they would
-                            // repeat): theirs wait, as a transient failure's.
+                            // repeat): the refused ones alone go again.
                             Failure::SchemaChanged if keyed => schema_changed = true,
+                            Failure::SchemaChanged => behind_the_table.push((i, error)),
                             _ => {
                                 transient.push(i);
                                 last_error = Some(error);
@@ -175,13 +177,34 @@ impl FlussWriter {
                         }
                     }
                 }
-                Ok((transient, refused_now, last_error, schema_changed))
+                Ok((
+                    transient,
+                    refused_now,
+                    last_error,
+                    schema_changed,
+                    behind_the_table,
+                ))
             };
-            let (transient, refused_now, last_error, schema_changed) = racing_flush(acks, flush()).await?;
+            let (mut transient, refused_now, mut last_error, schema_changed, behind_the_table) =
+                racing_flush(acks, flush()).await?;
             if schema_changed {
                 return Err(WriteError::SchemaChanged {
                     table: path.to_string(),
                 });
+            }
+            if !behind_the_table.is_empty() {
+                let (indexes, errors): (Vec<usize>, Vec<_>) = behind_the_table.into_iter().unzip();
+                if !Box::pin(
+                    self.append_rows_after_change(table, converted, &indexes, what, deadline, failures),
+                )
+                .await?
+                {
+                    // Fluss's metadata does not show the change yet: they
+                    // wait, as a transient failure's.
+                    transient.extend(indexes);
+                    transient.sort_unstable();
+                    last_error = errors.into_iter().next().or(last_error);
+                }
             }
             for (i, reason) in refused_now {
                 refused[i] = true;
