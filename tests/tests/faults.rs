@@ -31,6 +31,10 @@ mod streamed;
 /// `delivery_timeout` of the instances that meet a hung or dead cluster.
 const DEADLINE: Duration = Duration::from_secs(2);
 
+/// How long a consume may take before it is taken for hung: past the
+/// longest `delivery_timeout` here (60 s).
+const HUNG: Duration = Duration::from_secs(120);
+
 struct Suite {
     cluster: LocalCluster,
     plugin: &'static Plugin,
@@ -57,9 +61,19 @@ impl Suite {
         })
     }
 
-    /// Consumes `messages`; the return code and how long it took.
+    /// Consumes `messages`; the return code and how long it took. A consume
+    /// that has not returned after [`HUNG`] fails the test (it is left
+    /// running): a deadline that does not hold fails here, named, instead
+    /// of hanging the suite.
     fn consume(&self, id: u32, messages: &[TestMessage]) -> (i32, Duration) {
-        self.plugin.timed_consume(id, "faults", messages)
+        let (plugin, messages) = (self.plugin, messages.to_vec());
+        let (done, returned) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(plugin.timed_consume(id, "faults", &messages));
+        });
+        returned
+            .recv_timeout(HUNG)
+            .unwrap_or_else(|_| panic!("a consume of instance {id} has not returned after {HUNG:?}"))
     }
 
     fn record(&mut self, case: &'static str, took: Duration) {
