@@ -12,10 +12,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use fluss::metadata::DataTypes;
 use fluss::row::{DataGetters, GenericRow, InternalRow};
 use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::{
-    self, add_string_column, block, bootstrap, count_ids, lookup, read_log, unique_table,
+    self, add_string_column, block, bootstrap, count_ids, create_bucketed_log_table, lookup, lookup_string,
+    read_log, unique_table,
 };
 use integration_tests::plugin::{Plugin, TestMessage, logged};
 use serde_json::json;
@@ -140,35 +142,54 @@ fn new_fields_add_columns_typed_from_their_values_and_rows_keep_their_order() {
 
 #[test]
 fn a_later_value_its_column_does_not_take_is_dead_lettered_as_schema() {
-    // On the lean path (the sink's own table) and the encoded one (rows
-    // routed by a field): `n` becomes BIGINT from its first value; a later
-    // string is refused, naming the column, its type and the value.
-    for routed in [false, true] {
+    // On each of the JSON mapping's paths (Arrow columns, rows routed by a
+    // field, a bucketed log table's rows one by one, a primary-key table's
+    // rows): `n` becomes BIGINT from its first value; a later string is
+    // the same dead letter, naming the column, its type and the value.
+    for path_name in ["columns", "routed", "bucketed", "primary_key"] {
         let (path, dlq) = (
             unique_table("evolve_conflict"),
             unique_table("evolve_conflict_dlq"),
         );
         let mut config = config(&path, &dlq);
-        if routed {
-            config["dynamic_routing"] = json!(true);
-            config["allowed_tables"] = json!(["sink_it.evolve_conflict_*"]);
+        match path_name {
+            "routed" => {
+                config["dynamic_routing"] = json!(true);
+                config["allowed_tables"] = json!(["sink_it.evolve_conflict_*"]);
+            }
+            "bucketed" => block(create_bucketed_log_table(
+                &path,
+                &[("id", DataTypes::bigint()), ("name", DataTypes::string())],
+                "id",
+            )),
+            "primary_key" => {
+                config["table_type"] = json!("primary_key");
+                config["primary_key_columns"] = json!(["id"]);
+            }
+            _ => {}
         }
         let plugin = Plugin::load();
         let id = plugin.open_new(&config);
-        plugin.consume_json_ok(id, "t", &[TestMessage::text(0, r#"{"id":0,"n":5}"#)]);
+        let first = TestMessage::text(0, r#"{"id":0,"name":"a","n":5}"#);
+        plugin.consume_json_ok(id, "t", &[first]);
         let later = [
-            TestMessage::text(1, r#"{"id":1,"n":"many"}"#),
-            TestMessage::text(2, r#"{"id":2,"n":7}"#),
+            TestMessage::text(1, r#"{"id":1,"name":"b","n":"many"}"#),
+            TestMessage::text(2, r#"{"id":2,"name":"c","n":7}"#),
         ];
         plugin.consume_json_ok(id, "t", &later);
         assert_eq!(plugin.close(id), 0);
         assert_eq!(
             columns_of(&path)[2],
             ("n".to_string(), "BIGINT".to_string()),
-            "routed: {routed}"
+            "{path_name}"
         );
-        let ids = count_ids(&block(read_log(&path, 2, Duration::from_secs(30))));
-        assert_eq!(ids, BTreeMap::from([(0, 1), (2, 1)]), "routed: {routed}");
+        if path_name == "primary_key" {
+            let names: Vec<Option<String>> = (0..3).map(|k| block(lookup_string(&path, k, 1))).collect();
+            assert_eq!(names, [Some("a".into()), None, Some("c".into())], "{path_name}");
+        } else {
+            let ids = count_ids(&block(read_log(&path, 2, Duration::from_secs(30))));
+            assert_eq!(ids, BTreeMap::from([(0, 1), (2, 1)]), "{path_name}");
+        }
         let letters = block(read_log(&dlq, 1, Duration::from_secs(30)));
         let letters: Vec<(&str, &str, &str)> = letters
             .iter()
@@ -177,7 +198,7 @@ fn a_later_value_its_column_does_not_take_is_dead_lettered_as_schema() {
         assert_eq!(
             letters,
             [("1", "schema", r#"column `n` (BIGINT): "many" is not a BIGINT"#)],
-            "routed: {routed}"
+            "{path_name}"
         );
     }
 }
