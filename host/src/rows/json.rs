@@ -360,15 +360,20 @@ mod tests {
     use crate::batch::Source;
     use crate::schema::{DataType, TablePath};
 
-    #[test]
-    fn routes_by_a_payload_field() {
-        let table = TableSchema {
+    /// Log table `db.t` with one column, `id BIGINT NOT NULL`.
+    fn id_only_log_table() -> TableSchema {
+        TableSchema {
             path: TablePath::new("db", "t"),
             columns: vec![Column::new("id", DataType::BigInt, false)],
             primary_key: vec![],
             partition_keys: vec![],
             added_columns: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn routes_by_a_payload_field() {
+        let table = id_only_log_table();
         let mut batch = MessageBatch::new(Source::default());
         for payload in [
             r#"{"id":1,"to":"db.a"}"#,
@@ -394,13 +399,7 @@ mod tests {
 
     #[test]
     fn the_routing_field_is_never_a_field_the_table_lacks() {
-        let table = TableSchema {
-            path: TablePath::new("db", "t"),
-            columns: vec![Column::new("id", DataType::BigInt, false)],
-            primary_key: vec![],
-            partition_keys: vec![],
-            added_columns: 0,
-        };
+        let table = id_only_log_table();
         let mut batch = MessageBatch::new(Source::default());
         for payload in [r#"{"id":1,"to":"db.a"}"#, r#"{"id":2,"to":"db.a","new":1}"#] {
             batch.push(0, 0, 0, payload.as_bytes(), []).unwrap();
