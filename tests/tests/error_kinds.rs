@@ -5,9 +5,9 @@
 //! primary-key table's rows) refuse what does not fit as `mapping`; a
 //! transform's rows that do not fit their table are `schema` on the path
 //! that makes Arrow columns beside the transform and on the one that sends
-//! rows one by one (this held before the JSON fix too: the test guards it).
-//! The tests fail, never skip, when no cluster is
-//! reachable.
+//! rows one by one. `each_kind` holds the other kinds (`table`,
+//! `partition`, `transform`, `arrow_ipc`) to the same. The tests fail,
+//! never skip, when no cluster is reachable.
 
 use std::time::Duration;
 
@@ -19,6 +19,10 @@ use integration_tests::fluss_cluster::{
 use integration_tests::plugin::{Plugin, TestMessage, log_config};
 use integration_tests::{component, test_cache_dir};
 use serde_json::json;
+
+/// One case of each other kind, on every path it can arise on.
+#[path = "error_kinds/each_kind.rs"]
+mod each_kind;
 
 /// The dead-letter table's `error_kind` and `error` columns.
 const KIND: usize = 7;
@@ -63,26 +67,28 @@ fn consume_and_read(
     (ids, only_letter(dlq))
 }
 
-/// A decimal that rounds past its column's precision (`99.996` in
-/// DECIMAL(4, 2)) is dead-lettered as `mapping`, in the same words, on
-/// each of the JSON mapping's paths; the other messages are written once.
-#[test]
-fn a_decimal_past_its_precision_is_the_same_dead_letter_on_every_json_path() {
-    let payloads = [
-        r#"{"id":0,"name":"a","amount":"1.50","fluss_table":"TABLE"}"#,
-        r#"{"id":1,"name":"b","amount":"99.996","fluss_table":"TABLE"}"#,
-        r#"{"id":2,"name":"c","amount":"99.99","fluss_table":"TABLE"}"#,
-    ];
-    let columns = json!([
+/// The id/name/amount columns of the JSON mapping's tests, the amount a
+/// DECIMAL(4, 2).
+fn id_name_amount() -> serde_json::Value {
+    json!([
         {"name": "id", "type": "BIGINT", "nullable": false},
         {"name": "name", "type": "STRING"},
         {"name": "amount", "type": "DECIMAL(4, 2)"}
-    ]);
+    ])
+}
+
+/// Consumes `payloads` (three messages, the second bad; `TABLE` stands
+/// for the table written) on each of the JSON mapping's paths onto
+/// [`id_name_amount`] columns: Arrow columns, routed rows, a bucketed
+/// table's rows one by one, primary-key rows. Asserts the first and third
+/// are written once each and the second is the one letter; returns each
+/// path's letter (kind, text).
+fn letters_on_every_json_path(payloads: &[&str]) -> Vec<(&'static str, String, String)> {
     let mut seen = Vec::new();
     for path_name in ["columns", "routed", "bucketed", "primary_key"] {
         let (path, dlq) = (unique_table("kinds_json"), unique_table("kinds_json_dlq"));
         let mut config = log_config(&path, &dlq);
-        config["columns"] = columns.clone();
+        config["columns"] = id_name_amount();
         match path_name {
             "routed" => {
                 config["dynamic_routing"] = json!(true);
@@ -129,9 +135,15 @@ fn a_decimal_past_its_precision_is_the_same_dead_letter_on_every_json_path() {
         assert_eq!(letter.0, "1", "{path_name}: the letter is the bad message's");
         seen.push((path_name, letter.1, letter.2));
     }
+    seen
+}
+
+/// Asserts every path's letter is `mapping`, in the words of the first,
+/// which end with `ending`.
+fn same_mapping_letter(seen: &[(&str, String, String)], ending: &str) {
     let (_, kind, text) = &seen[0];
     assert_eq!(kind, "mapping", "{seen:?}");
-    assert!(text.ends_with("99.996 does not fit DECIMAL(4, 2)"), "{seen:?}");
+    assert!(text.ends_with(ending), "{seen:?}");
     for (path_name, other_kind, other_text) in &seen[1..] {
         assert_eq!(
             (other_kind, other_text),
@@ -139,6 +151,36 @@ fn a_decimal_past_its_precision_is_the_same_dead_letter_on_every_json_path() {
             "{path_name} against columns: {seen:?}"
         );
     }
+}
+
+/// A decimal that rounds past its column's precision (`99.996` in
+/// DECIMAL(4, 2)) is dead-lettered as `mapping`, in the same words, on
+/// each of the JSON mapping's paths; the other messages are written once.
+#[test]
+fn a_decimal_past_its_precision_is_the_same_dead_letter_on_every_json_path() {
+    let seen = letters_on_every_json_path(&[
+        r#"{"id":0,"name":"a","amount":"1.50","fluss_table":"TABLE"}"#,
+        r#"{"id":1,"name":"b","amount":"99.996","fluss_table":"TABLE"}"#,
+        r#"{"id":2,"name":"c","amount":"99.99","fluss_table":"TABLE"}"#,
+    ]);
+    same_mapping_letter(&seen, "99.996 does not fit DECIMAL(4, 2)");
+}
+
+/// A value of the wrong JSON type for its column (a string where a
+/// DECIMAL goes) is dead-lettered as `mapping`, in the same words, on
+/// each of the JSON mapping's paths.
+#[test]
+fn a_value_not_of_its_columns_type_is_the_same_dead_letter_on_every_json_path() {
+    let seen = letters_on_every_json_path(&[
+        r#"{"id":0,"name":"a","amount":1.5,"fluss_table":"TABLE"}"#,
+        r#"{"id":1,"name":"b","amount":true,"fluss_table":"TABLE"}"#,
+        r#"{"id":2,"name":"c","amount":2,"fluss_table":"TABLE"}"#,
+    ]);
+    same_mapping_letter(&seen, "");
+    assert!(
+        seen[0].2.contains("amount"),
+        "the text names the column: {seen:?}"
+    );
 }
 
 /// A transform's row whose cell is not of its column's type (the evil
