@@ -323,9 +323,10 @@ impl Disturbance {
     }
 
     /// Whether the sink promises to recover within twice fluss-rs alone's
-    /// time. Not yet after a graceful stop: fluss-rs alone moved to the new
-    /// leaders within 0.5-0.7 s in some runs (and 5-6 s in others), where
-    /// the sink went 4.2-4.4 s without an acknowledgement
+    /// time. Not after a graceful stop: appends to the buckets whose new
+    /// leader Fluss refused to take the stopping server back into the ISR
+    /// wait until that server is back, and which buckets those are (the
+    /// sink's or fluss-rs alone's) differs from run to run
     /// (`docs/delivery.md`); those cases still check that nothing is lost.
     fn ratio_promised(self) -> bool {
         matches!(self, Self::Kill)
