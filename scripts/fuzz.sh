@@ -12,18 +12,22 @@
 # leaves its input in fuzz/artifacts/<target>/ and fails the script.
 #
 # Environment: FUZZ_PROFILE=dev builds without optimisations (a quicker
-# build for a smoke; CI uses it), FUZZ_JOBS=N runs `long` in N processes
+# build for a smoke; CI uses it), FUZZ_SANITIZER=address builds with
+# AddressSanitizer (the long runs use it), FUZZ_JOBS=N runs `long` in N processes
 # sharing the corpus (RUNS split between them), FUZZ_MAX_SECONDS caps each
 # target's `long` run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TARGETS=(runtime_buffers compact_rows json_parsers_agree lean_vs_encoded field_types)
+# FUZZ_SANITIZER=address builds with AddressSanitizer (in a folder of its
+# own: the smoke's build stays as it is); the default is none.
+SANITIZER=${FUZZ_SANITIZER:-none}
 TARGET_DIR=$PWD/target/fuzz
-# The targets share one build: no sanitizer (the inputs reach safe code
-# only; `abi`'s unsafe entry points are not fuzzed), 16 codegen units (a
-# build of wasmtime with one unit takes too long on two cores).
-FUZZ_FLAGS=(-s none --codegen-units 16 --target-dir "$TARGET_DIR")
+[ "$SANITIZER" = none ] || TARGET_DIR=$PWD/target/fuzz-$SANITIZER
+# The targets share one build, with 16 codegen units (a build of wasmtime
+# with one unit takes too long on two cores).
+FUZZ_FLAGS=(-s "$SANITIZER" --codegen-units 16 --target-dir "$TARGET_DIR")
 [ "${FUZZ_PROFILE:-release}" = dev ] && FUZZ_FLAGS+=(--dev)
 
 ensure_tools() {
