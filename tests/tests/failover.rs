@@ -29,6 +29,10 @@ use integration_tests::recovery::{
 };
 use serde_json::json;
 
+/// One routed table's tablet server lost while another's is not.
+#[path = "failover/routed.rs"]
+mod routed;
+
 /// Messages in each of the sink's batches, rows in each of fluss-rs's.
 const PER_BATCH: u64 = 100;
 /// How often the sink is handed a batch (800 messages a second).
@@ -387,4 +391,5 @@ fn the_sink_recovers_from_lost_tablet_servers_within_twice_fluss_rs_alone() {
         cases[0].1.sink_spooling > Duration::ZERO,
         "the kill never made the sink spool: the test cannot tell a slow recovery from none"
     );
+    routed::a_lost_tables_server_does_not_stall_the_other_tables(&cluster);
 }

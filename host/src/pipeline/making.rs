@@ -98,6 +98,20 @@ impl RowsInMaking {
         self.chunks.iter().any(|c| matches!(c.peek(), Some(Err(_))))
     }
 
+    /// The names of the tables the rows go to (`sink` for the sink's own),
+    /// when every chunk is made by now; `None` while one is not, or when
+    /// one could not be made.
+    pub(super) fn table_names_if_made(&self, sink: &str) -> Option<std::collections::BTreeSet<String>> {
+        let mut names = std::collections::BTreeSet::new();
+        for chunk in &self.chunks {
+            match chunk.peek() {
+                Some(Ok(made)) => names.extend(made.rows.table_names(sink)),
+                _ => return None,
+            }
+        }
+        Some(names)
+    }
+
     /// Every chunk's rows joined, once all are made.
     pub(super) async fn whole(&self) -> Result<TransformOutput, Arc<PipelineError>> {
         let mut output = TransformOutput::default();

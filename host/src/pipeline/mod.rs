@@ -193,6 +193,12 @@ impl Pipeline {
                 let making = self.start_rows(&stage, schema, &batch, finisher);
                 Some((HeldRows::Making(Arc::new(making)), stage.kind()))
             }
+            // Routed rows are made before the first attempt, so that the
+            // spool knows which tables the batch writes (`spooled::tables`).
+            RowStage::Json(ref mapping) if !mapping.maps_to_one_table() && !self.evolves() => {
+                let output = self.rows(&stage, schema, &batch).await?;
+                Some((HeldRows::Made(Arc::new(output)), stage.kind()))
+            }
             _ => None,
         };
         let rows_made_for = rows.as_ref().map(|_| columns as u32);
@@ -233,8 +239,7 @@ impl Pipeline {
         }
         match rows {
             Some((HeldRows::Made(output), kind)) => {
-                let mut output = Arc::try_unwrap(output).unwrap_or_else(|shared| (*shared).clone());
-                self.pad_rows_made_before_a_change(&mut output, rows_made_for);
+                let output = self.pad_rows_made_before_a_change(output, rows_made_for);
                 return Ok(self
                     .writer
                     .write_within(&batch, output, &self.table, kind, deadline)
@@ -330,13 +335,20 @@ impl Pipeline {
     /// `made_for` columns (read back from the spool) NULL in the columns
     /// added to its end since: a process that opened the table after the
     /// change would refuse them as short.
-    fn pad_rows_made_before_a_change(&self, output: &mut TransformOutput, made_for: Option<u32>) {
+    fn pad_rows_made_before_a_change(
+        &self,
+        output: Arc<TransformOutput>,
+        made_for: Option<u32>,
+    ) -> Arc<TransformOutput> {
         let columns = self.stage_and_columns().1;
-        if let Some(made_for) = made_for.filter(|&w| (w as usize) < columns) {
-            output.rows = output
-                .rows
-                .padded(output.outcomes.len(), made_for as u16, columns as u16);
-        }
+        let Some(made_for) = made_for.filter(|&w| (w as usize) < columns) else {
+            return output;
+        };
+        let mut output = Arc::unwrap_or_clone(output);
+        output.rows = output
+            .rows
+            .padded(output.outcomes.len(), made_for as u16, columns as u16);
+        Arc::new(output)
     }
 
     /// Whether the sink's table exists (it has columns): not yet when

@@ -9,7 +9,9 @@
 //! still sends after the deadline are settled once, never replayed. While
 //! the queue holds anything, newer batches are made durable and queued
 //! behind it, oldest first, so that the order of every table and key is
-//! kept. The drainer replays queued batches through the normal write path,
+//! kept; a batch for tables no queued batch writes is written at once
+//! (`tables`), so that one table's trouble does not stall the others. The
+//! drainer replays queued batches through the normal write path,
 //! without a deadline, and deletes each once Fluss took (or dead-lettered)
 //! all of it. What is left at `close` stays on disk for the next `open`.
 
@@ -32,6 +34,9 @@ use crate::writer::WriteReport;
 
 mod drainer;
 mod front;
+mod tables;
+
+pub(super) use tables::Tables;
 
 /// How often the spool's gauges are updated while the drainer waits.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(1);
@@ -55,6 +60,8 @@ struct Entry {
     /// it was queued when that is not known (a record left by an earlier
     /// process, a timestamp of 0 or in the future).
     oldest: SystemTime,
+    /// The tables its rows go to (`None`: not known, taken to be all).
+    tables: Option<Tables>,
 }
 
 impl Entry {
@@ -120,6 +127,7 @@ impl Spooler {
                 attempt: None,
                 held: None,
                 oldest: SystemTime::now(),
+                tables: None,
             })
             .collect();
         let spooler = Self {
@@ -154,19 +162,28 @@ impl Spooler {
         self.mode
     }
 
-    /// Whether batches must queue behind others now. While the drainer is
+    /// Whether the queue holds no batch.
+    pub(super) async fn is_empty(&self) -> bool {
+        self.queue.lock().await.is_empty()
+    }
+
+    /// Whether a batch writing `tables` must queue behind others now: the
+    /// queue holds a batch that may write one of them. While the drainer is
     /// catching up (its last write was taken), this waits for the queue to
     /// empty until `deadline` (at most [`CATCH_UP_WAIT`]), so that writing
     /// goes back to the direct way as soon as the backlog is in Fluss
     /// instead of queuing every new batch behind the one being replayed.
-    pub(super) async fn busy(&self, deadline: Deadline) -> bool {
+    pub(super) async fn busy(&self, tables: Option<&Tables>, deadline: Deadline) -> bool {
         let wait = deadline.at_most(CATCH_UP_WAIT.min(deadline.remaining() / 2));
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if self.queue.lock().await.is_empty() {
-                return false;
+            {
+                let queue = self.queue.lock().await;
+                if queue.is_empty() || tables::apart_from(&queue, tables) {
+                    return false;
+                }
             }
             if !self.catching_up.load(Ordering::Relaxed) || wait.run(changed).await.is_err() {
                 return true;
@@ -233,26 +250,34 @@ impl Spooler {
         }
     }
 
-    /// Queues a batch behind the others: made durable (waiting for room
-    /// until `deadline`), then queued. An error means it is not in the spool.
-    pub(super) async fn enqueue(&self, held: Held, deadline: Deadline) -> Result<(), SpoolError> {
+    /// Queues a batch writing `tables` behind the others: made durable
+    /// (waiting for room until `deadline`), then queued. An error means it
+    /// is not in the spool.
+    pub(super) async fn enqueue(
+        &self,
+        held: Held,
+        tables: Option<Tables>,
+        deadline: Deadline,
+    ) -> Result<(), SpoolError> {
         let file = self.journal(&held, deadline).await?;
         self.push(Entry {
             file: Some(file),
             attempt: None,
             oldest: oldest_message(&held),
             held: None,
+            tables,
         })
         .await;
         Ok(())
     }
 
-    /// Queues a batch whose first attempt passed its deadline, with its
-    /// record (`None` when it could not be made durable: it is still
-    /// awaited in order, but lost if the process ends first).
+    /// Queues a batch writing `tables` whose first attempt passed its
+    /// deadline, with its record (`None` when it could not be made durable:
+    /// it is still awaited in order, but lost if the process ends first).
     pub(super) async fn enqueue_running(
         &self,
         held: Held,
+        tables: Option<Tables>,
         attempt: Attempt,
         sent: Instant,
         file: Option<RecordFile>,
@@ -270,6 +295,7 @@ impl Spooler {
             attempt: Some(attempt),
             oldest: oldest_message(&held),
             held: Some(held),
+            tables,
         })
         .await;
     }
@@ -420,7 +446,7 @@ pub(super) mod tests {
     async fn one_queued(dir: &std::path::Path) -> Spooler {
         let spooler = spooler(dir);
         let deadline = Deadline::after(Duration::from_secs(10));
-        spooler.enqueue(held(1, 0, 10), deadline).await.unwrap();
+        spooler.enqueue(held(1, 0, 10), None, deadline).await.unwrap();
         spooler
     }
 
@@ -460,7 +486,7 @@ pub(super) mod tests {
         let spooler = one_queued(dir.path()).await;
         tokio::time::pause();
         let started = tokio::time::Instant::now();
-        assert!(spooler.busy(Deadline::after(Duration::from_secs(10))).await);
+        assert!(spooler.busy(None, Deadline::after(Duration::from_secs(10))).await);
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
@@ -477,7 +503,7 @@ pub(super) mod tests {
             drainer.queue.lock().await.pop_front();
             drainer.changed.notify_waiters();
         });
-        assert!(!spooler.busy(Deadline::after(Duration::from_secs(10))).await);
+        assert!(!spooler.busy(None, Deadline::after(Duration::from_secs(10))).await);
         within_a_tick(started.elapsed(), 300);
     }
 
@@ -491,7 +517,7 @@ pub(super) mod tests {
             let started = tokio::time::Instant::now();
             assert!(
                 spooler
-                    .busy(Deadline::after(Duration::from_millis(deadline)))
+                    .busy(None, Deadline::after(Duration::from_millis(deadline)))
                     .await
             );
             within_a_tick(started.elapsed(), waited);

@@ -208,6 +208,16 @@ impl RowStage {
         }
     }
 
+    /// Whether every row this stage makes is for the sink's own table: no
+    /// routing (a transform may route any row).
+    pub(crate) fn maps_to_one_table(&self) -> bool {
+        match self {
+            Self::Wasm(_) => false,
+            Self::Json(mapping) => mapping.maps_to_one_table(),
+            Self::JsonColumns(_) | Self::JsonKeyed(_) | Self::ArrowIpc => true,
+        }
+    }
+
     /// The kind dead letters of this stage carry.
     pub fn kind(&self) -> DeadLetterKind {
         match self {

@@ -201,6 +201,15 @@ impl TransformOutput {
         self.append_copy(&other);
     }
 
+    /// The names of the tables the rows go to (`sink` for the sink's own).
+    pub(crate) fn table_names(&self, sink: &str) -> std::collections::BTreeSet<String> {
+        let mut names: std::collections::BTreeSet<String> = self.rows.tables().iter().cloned().collect();
+        if self.rows.iter().any(|(entry, _)| entry.table == DEFAULT_TABLE) {
+            names.insert(sink.to_string());
+        }
+        names
+    }
+
     /// Appends a copy of `other`, the output of the next messages of the
     /// same batch (for outputs shared with the spool).
     pub fn append_copy(&mut self, other: &TransformOutput) {

@@ -38,8 +38,13 @@ impl Pipeline {
         held: Held,
         deadline: Deadline,
     ) -> Result<WriteReport, PipelineError> {
-        if spooler.busy(deadline).await {
-            spooler.enqueue(held, deadline).await?;
+        // Which tables the batch writes matters only while others are queued.
+        let tables = match spooler.is_empty().await {
+            true => None,
+            false => self.tables_of(&held, true).await,
+        };
+        if spooler.busy(tables.as_ref(), deadline).await {
+            spooler.enqueue(held, tables, deadline).await?;
             return Ok(WriteReport::default());
         }
         let journaled = match spooler.mode() {
@@ -83,15 +88,18 @@ impl Pipeline {
             // The deadline has passed: room now or never.
             None => spooler.journal(&held, Deadline::after(Duration::ZERO)).await,
         };
+        let tables = self.tables_of(&held, false).await;
         match file {
             Ok(file) => {
                 spooler
-                    .enqueue_running(held, attempt, sent, Some(file), &why)
+                    .enqueue_running(held, tables, attempt, sent, Some(file), &why)
                     .await;
                 Ok(WriteReport::default())
             }
             Err(e) => {
-                spooler.enqueue_running(held, attempt, sent, None, &why).await;
+                spooler
+                    .enqueue_running(held, tables, attempt, sent, None, &why)
+                    .await;
                 Err(e.into())
             }
         }

@@ -125,7 +125,7 @@ mod tests {
         // Three of partition 1, one of partition 2, one more of partition 1.
         for (partition, first) in [(1, 0), (1, 10), (1, 20), (2, 0), (1, 30)] {
             spooler
-                .enqueue(held(partition, first, 10), deadline)
+                .enqueue(held(partition, first, 10), None, deadline)
                 .await
                 .unwrap();
         }
@@ -150,7 +150,10 @@ mod tests {
         let deadline = Deadline::after(Duration::from_secs(10));
         // About 6 MiB each: two fit under the 16 MiB bound, three do not.
         for first in [0, 120_000, 240_000] {
-            spooler.enqueue(held(1, first, 120_000), deadline).await.unwrap();
+            spooler
+                .enqueue(held(1, first, 120_000), None, deadline)
+                .await
+                .unwrap();
         }
         let Front::Records(files) = spooler.front().await else {
             panic!("batches on disk");

@@ -27,12 +27,12 @@ impl FlussWriter {
     pub async fn write_within(
         &self,
         batch: &MessageBatch,
-        output: TransformOutput,
+        output: impl Into<Arc<TransformOutput>>,
         default_table: &TablePath,
         stage: DeadLetterKind,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        let chunks = AllMade(std::iter::once(Arc::new(Arc::new(output).into())));
+        let chunks = AllMade(std::iter::once(Arc::new(output.into().into())));
         self.write_transformed_within(batch, chunks, default_table, stage, deadline)
             .await
     }
