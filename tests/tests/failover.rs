@@ -46,18 +46,28 @@ const BEFORE: Duration = Duration::from_secs(5);
 const SETTLE: Duration = Duration::from_secs(20);
 const DATABASE: &str = "failover";
 
-/// `id BIGINT NOT NULL, name STRING`, in 3 buckets by `bucket_key` (none: each batch to one bucket).
-async fn create_table(bootstrap: &str, path: &TablePath, bucket_key: &[&str]) {
+/// `id BIGINT NOT NULL, name STRING`, in `buckets` buckets by `bucket_key`
+/// (none: each batch to one bucket), with `replicas` copies of each (`None`:
+/// the cluster's default, 3).
+async fn create_table(
+    bootstrap: &str,
+    path: &TablePath,
+    buckets: i32,
+    bucket_key: &[&str],
+    replicas: Option<u32>,
+) {
     let schema = Schema::builder()
         .column("id", DataTypes::bigint())
         .column("name", DataTypes::string())
         .build()
         .unwrap();
-    let descriptor = TableDescriptor::builder()
+    let mut descriptor = TableDescriptor::builder()
         .schema(schema)
-        .distributed_by(Some(3), bucket_key.iter().map(|k| k.to_string()).collect())
-        .build()
-        .unwrap();
+        .distributed_by(Some(buckets), bucket_key.iter().map(|k| k.to_string()).collect());
+    if let Some(replicas) = replicas {
+        descriptor = descriptor.property("table.replication.factor", replicas.to_string());
+    }
+    let descriptor = descriptor.build().unwrap();
     let conn = connection_to(bootstrap).await;
     let admin = conn.get_admin().unwrap();
     admin.create_database(&path.database, None, true).await.unwrap();
@@ -94,17 +104,36 @@ fn sink_stream(plugin: &Plugin, id: u32, stop: &AtomicBool) -> u64 {
         let messages: Vec<TestMessage> = (sent..sent + PER_BATCH)
             .map(|i| TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}"}}"#)))
             .collect();
-        let (code, took) = plugin.timed_consume(id, "failover", &messages);
-        assert_eq!(
-            code,
-            0,
-            "consume of offsets {sent}.. returned {code}: {:?}",
-            logged(&format!("instance={id}"))
-        );
+        consume_at_pace(plugin, id, sent, &messages);
         sent += PER_BATCH;
-        std::thread::sleep(SINK_PACE.saturating_sub(took));
     }
     sent
+}
+
+/// Waits until instance `id`'s spool (metrics at `address`) is empty,
+/// failing `case` 3 minutes on.
+fn wait_for_drain(case: &str, address: &str, id: u32) {
+    let drained = Instant::now();
+    while instance_metric(address, "fluss_sink_spool_batches", id) > 0.0 {
+        assert!(
+            drained.elapsed() < Duration::from_secs(180),
+            "{case}: the spool has not drained 3 minutes after the stream stopped"
+        );
+        std::thread::sleep(SCRAPE_PACE);
+    }
+}
+
+/// Hands `messages` (offsets from `first`) to instance `id`, failing the
+/// test on an error, then waits out the rest of [`SINK_PACE`].
+fn consume_at_pace(plugin: &Plugin, id: u32, first: u64, messages: &[TestMessage]) {
+    let (code, took) = plugin.timed_consume(id, "failover", messages);
+    assert_eq!(
+        code,
+        0,
+        "consume of offsets {first}.. returned {code}: {:?}",
+        logged(&format!("instance={id}"))
+    );
+    std::thread::sleep(SINK_PACE.saturating_sub(took));
 }
 
 /// What one case measured after the disturbance began.
@@ -142,8 +171,8 @@ fn measure(cluster: &LocalCluster, disturbance: Disturbance) -> Recovery {
     // fluss-rs alone's rows spread over every bucket, so that each of its
     // flushes waits for every leader and any lost one is seen; the sink's
     // table is a plain log table (its batches land whole in one bucket).
-    runtime.block_on(create_table(&bootstrap, &direct, &["id"]));
-    runtime.block_on(create_table(&bootstrap, &sunk, &[]));
+    runtime.block_on(create_table(&bootstrap, &direct, 3, &["id"], None));
+    runtime.block_on(create_table(&bootstrap, &sunk, 3, &[], None));
     let (direct_leaders, sink_leaders) = (
         runtime.block_on(leaders(&bootstrap, &direct)),
         runtime.block_on(leaders(&bootstrap, &sunk)),
@@ -216,14 +245,7 @@ fn measure(cluster: &LocalCluster, disturbance: Disturbance) -> Recovery {
     );
 
     // Every message once, after the spool has drained.
-    let drained = Instant::now();
-    while instance_metric(&metrics, "fluss_sink_spool_batches", id) > 0.0 {
-        assert!(
-            drained.elapsed() < Duration::from_secs(180),
-            "{case}: the spool has not drained 3 minutes after the stream stopped"
-        );
-        std::thread::sleep(SCRAPE_PACE);
-    }
+    wait_for_drain(case, &metrics, id);
     // The sink says how long its last recovery took: from the send of the
     // write that was spooled until the spool was empty. That send was at
     // most a delivery_timeout before the spool held it (less when the write

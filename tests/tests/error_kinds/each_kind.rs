@@ -33,6 +33,24 @@ fn config(path: &TablePath, dlq: &TablePath, columns: Value) -> Value {
     })
 }
 
+/// A path's table and its dead-letter table, named for `prefix`.
+fn fresh_tables(prefix: &str) -> (TablePath, TablePath) {
+    (unique_table(prefix), unique_table(&format!("{prefix}_dlq")))
+}
+
+/// Notes `path_name`'s `letter` (offset, kind, text) in `seen`, the name
+/// of its table `path` masked as `TABLE`, once it is message `offset`'s.
+fn note(
+    seen: &mut Vec<(&'static str, String, String)>,
+    path_name: &'static str,
+    path: &TablePath,
+    letter: (String, String, String),
+    offset: &str,
+) {
+    assert_eq!(letter.0, offset, "{path_name}: the letter is message {offset}'s");
+    seen.push((path_name, letter.1, letter.2.replace(&path.to_string(), "TABLE")));
+}
+
 /// Asserts every path's letter (path name, kind, text) is `kind` with the
 /// first path's text, which `text_holds` accepts.
 fn same_letter_everywhere(seen: &[(&str, String, String)], kind: &str, text_holds: impl Fn(&str) -> bool) {
@@ -56,7 +74,7 @@ fn same_letter_everywhere(seen: &[(&str, String, String)], kind: &str, text_hold
 fn a_row_routed_to_a_table_not_allowed_is_the_same_dead_letter_on_every_path() {
     let mut seen = Vec::new();
     for path_name in ["json_log", "json_primary_key", "transform"] {
-        let (path, dlq) = (unique_table("kinds_route"), unique_table("kinds_route_dlq"));
+        let (path, dlq) = fresh_tables("kinds_route");
         let elsewhere = format!("{}.{ELSEWHERE}", path.database);
         let mut config = config(
             &path,
@@ -99,11 +117,7 @@ fn a_row_routed_to_a_table_not_allowed_is_the_same_dead_letter_on_every_path() {
             assert_eq!(ids, ["0", "2"], "{path_name}: every row allowed, once");
             letter
         };
-        assert_eq!(
-            letter.0, "1",
-            "{path_name}: the letter is the misrouted message's"
-        );
-        seen.push((path_name, letter.1, letter.2));
+        note(&mut seen, path_name, &path, letter, "1");
     }
     same_letter_everywhere(&seen, "table", |text| text.contains(ELSEWHERE));
 }
@@ -116,7 +130,7 @@ fn a_row_routed_to_a_table_not_allowed_is_the_same_dead_letter_on_every_path() {
 fn a_null_partition_key_is_the_same_dead_letter_on_every_path() {
     let mut seen = Vec::new();
     for path_name in ["json_columns", "json_routed", "transform"] {
-        let (path, dlq) = (unique_table("kinds_part"), unique_table("kinds_part_dlq"));
+        let (path, dlq) = fresh_tables("kinds_part");
         let mut config = config(
             &path,
             &dlq,
@@ -149,9 +163,7 @@ fn a_null_partition_key_is_the_same_dead_letter_on_every_path() {
         let rows = block(read_partition(&path, "eu", 2, Duration::from_secs(30)));
         let ids: Vec<&str> = rows.iter().map(|row| row[0].as_str()).collect();
         assert_eq!(ids, ["0", "2"], "{path_name}: every row with a partition, once");
-        let letter = only_letter(&dlq);
-        assert_eq!(letter.0, "1", "{path_name}: the letter is the keyless message's");
-        seen.push((path_name, letter.1, letter.2.replace(&path.to_string(), "TABLE")));
+        note(&mut seen, path_name, &path, only_letter(&dlq), "1");
     }
     same_letter_everywhere(&seen, "partition", |text| text.contains("NULL"));
 }
@@ -164,7 +176,7 @@ fn a_null_partition_key_is_the_same_dead_letter_on_every_path() {
 fn a_transform_failing_on_a_message_is_the_same_dead_letter_on_every_path() {
     let mut seen = Vec::new();
     for path_name in ["columns", "bucketed"] {
-        let (path, dlq) = (unique_table("kinds_panic"), unique_table("kinds_panic_dlq"));
+        let (path, dlq) = fresh_tables("kinds_panic");
         if path_name == "bucketed" {
             block(create_bucketed_log_table(
                 &path,
@@ -188,8 +200,7 @@ fn a_transform_failing_on_a_message_is_the_same_dead_letter_on_every_path() {
             ["0", "2"],
             "{path_name}: every other message's row, once"
         );
-        assert_eq!(letter.0, "1", "{path_name}: the letter is the poisoned message's");
-        seen.push((path_name, letter.1, letter.2.replace(&path.to_string(), "TABLE")));
+        note(&mut seen, path_name, &path, letter, "1");
     }
     same_letter_everywhere(&seen, "transform", |text| text.contains("evil panic on offset 1"));
 }
@@ -201,7 +212,7 @@ fn a_transform_failing_on_a_message_is_the_same_dead_letter_on_every_path() {
 fn a_payload_that_is_not_arrow_ipc_is_the_same_dead_letter_on_every_path() {
     let mut seen = Vec::new();
     for path_name in ["log", "partitioned"] {
-        let (path, dlq) = (unique_table("kinds_ipc"), unique_table("kinds_ipc_dlq"));
+        let (path, dlq) = fresh_tables("kinds_ipc");
         let mut config = config(
             &path,
             &dlq,
@@ -215,9 +226,7 @@ fn a_payload_that_is_not_arrow_ipc_is_the_same_dead_letter_on_every_path() {
             config["partition_keys"] = json!(["region"]);
         }
         consume(&config, &["not arrow ipc"]);
-        let letter = only_letter(&dlq);
-        assert_eq!(letter.0, "0", "{path_name}: the letter is the payload's");
-        seen.push((path_name, letter.1, letter.2.replace(&path.to_string(), "TABLE")));
+        note(&mut seen, path_name, &path, only_letter(&dlq), "0");
     }
     same_letter_everywhere(&seen, "arrow_ipc", |text| !text.is_empty());
 }
@@ -228,7 +237,7 @@ fn a_payload_that_is_not_arrow_ipc_is_the_same_dead_letter_on_every_path() {
 /// its test. This guards the helper the tests share.
 #[test]
 fn the_letter_reader_sees_a_second_letter() {
-    let (path, dlq) = (unique_table("kinds_two"), unique_table("kinds_two_dlq"));
+    let (path, dlq) = fresh_tables("kinds_two");
     let config = config(
         &path,
         &dlq,

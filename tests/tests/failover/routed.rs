@@ -14,18 +14,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fluss::metadata::{DataTypes, Schema, TableBucket, TableDescriptor};
+use fluss::metadata::TableBucket;
 use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::connection_to;
 use integration_tests::local_cluster::LocalCluster;
-use integration_tests::plugin::{Plugin, TestMessage, logged};
-use integration_tests::recovery::{instance_metric, longest_stall};
+use integration_tests::plugin::{Plugin, TestMessage};
+use integration_tests::recovery::longest_stall;
 use integration_tests::{free_port, metrics_text};
 use serde_json::json;
 
 use super::{
-    BEFORE, DATABASE, DELIVERY_TIMEOUT, PER_BATCH, SCRAPE_PACE, SINK_PACE,
-    assert_at_most_in_flight_batches_repeat, fluss_path,
+    BEFORE, DATABASE, DELIVERY_TIMEOUT, PER_BATCH, SCRAPE_PACE, assert_at_most_in_flight_batches_repeat,
+    consume_at_pace, create_table, fluss_path, wait_for_drain,
 };
 
 /// How long `a`'s server stays down once Fluss has seen it go.
@@ -34,24 +34,8 @@ const DOWN: Duration = Duration::from_secs(10);
 /// Creates the one-bucket log table `path` (`id`, `name`) with one replica;
 /// its leader (the server holding it).
 async fn one_bucket_table(bootstrap: &str, path: &TablePath) -> i32 {
-    let schema = Schema::builder()
-        .column("id", DataTypes::bigint())
-        .column("name", DataTypes::string())
-        .build()
-        .unwrap();
-    let descriptor = TableDescriptor::builder()
-        .schema(schema)
-        .distributed_by(Some(1), vec![])
-        .property("table.replication.factor", "1")
-        .build()
-        .unwrap();
+    create_table(bootstrap, path, 1, &[], Some(1)).await;
     let conn = connection_to(bootstrap).await;
-    let admin = conn.get_admin().unwrap();
-    admin.create_database(&path.database, None, true).await.unwrap();
-    admin
-        .create_table(&fluss_path(path), &descriptor, false)
-        .await
-        .unwrap();
     let table = conn.get_table(&fluss_path(path)).await.unwrap();
     let bucket = TableBucket::new(table.get_table_info().table_id, 0);
     // A new table's bucket gets its leader a moment after it is made.
@@ -114,16 +98,9 @@ fn routed_stream(plugin: &Plugin, id: u32, tables: [&TablePath; 2], stop: &Atomi
                 TestMessage::text(i, &payload)
             })
             .collect();
-        let (code, took) = plugin.timed_consume(id, "failover", &messages);
-        assert_eq!(
-            code,
-            0,
-            "consume of offsets {next}.. returned {code}: {:?}",
-            logged(&format!("instance={id}"))
-        );
+        consume_at_pace(plugin, id, next, &messages);
         sent[to].extend((next..next + PER_BATCH).map(|i| i as i64));
         next += PER_BATCH;
-        std::thread::sleep(SINK_PACE.saturating_sub(took));
     }
     sent
 }
@@ -217,14 +194,7 @@ pub(super) fn a_lost_tables_server_does_not_stall_the_other_tables(cluster: &Loc
          at most one delivery_timeout ({DELIVERY_TIMEOUT:?}) and {slack:?} of slack may pass"
     );
 
-    let drained = Instant::now();
-    while instance_metric(&metrics, "fluss_sink_spool_batches", id) > 0.0 {
-        assert!(
-            drained.elapsed() < Duration::from_secs(180),
-            "{case}: the spool has not drained 3 minutes after the stream stopped"
-        );
-        std::thread::sleep(SCRAPE_PACE);
-    }
+    wait_for_drain(case, &metrics, id);
     assert_eq!(plugin.close(id), 0, "{case}: close");
     for (name, path, ids, leaders_lost) in [("a", &a, &sent[0], 1), ("b", &b, &sent[1], 0)] {
         let counts = cluster.id_counts(path, ids.len(), Duration::from_secs(120));
