@@ -282,8 +282,18 @@ mod tests {
         let mut failure = None;
         let chunks = making.in_order(&mut failure);
         assert!(!chunks.next_is_made(), "nothing sent yet");
+        assert_eq!(
+            making.table_names_if_made("db.t"),
+            None,
+            "its tables are not known yet"
+        );
         let made = Arc::new(Arc::new(stage().rows(PayloadSchema::Json, &batch).unwrap()).into());
         sender.send(Ok(made)).unwrap();
         assert!(chunks.next_is_made(), "sent");
+        assert_eq!(
+            making.table_names_if_made("db.t"),
+            Some(std::collections::BTreeSet::from(["db.t".to_string()])),
+            "the rows are all the sink table's"
+        );
     }
 }

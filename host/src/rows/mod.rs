@@ -290,6 +290,22 @@ mod tests {
     }
 
     #[test]
+    fn table_names_are_the_routed_tables_and_the_sinks_when_a_row_is_its() {
+        let output = |rows: &[(u16, i64)], counts: &[u32]| TransformOutput {
+            outcomes: counts.iter().map(|&n| MessageOutcome::Rows(n)).collect(),
+            rows: RowBatch::from_encoded(encoded(rows), vec!["db.x".into()], counts).unwrap(),
+        };
+        let names = |o: TransformOutput| o.table_names("db.sink").into_iter().collect::<Vec<_>>();
+        assert_eq!(names(output(&[(0, 1), (1, 2)], &[2])), ["db.sink", "db.x"]);
+        assert_eq!(names(output(&[(1, 2)], &[1])), ["db.x"], "no row is the sink's");
+        assert_eq!(
+            names(output(&[], &[0])),
+            ["db.x"],
+            "a table named counts, rows or not"
+        );
+    }
+
+    #[test]
     fn counts_must_match_the_rows() {
         let err = RowBatch::from_encoded(encoded(&[(0, 1), (0, 2)]), vec![], &[1]).unwrap_err();
         assert!(err.contains("holds more"), "{err}");
