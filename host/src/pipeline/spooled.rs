@@ -285,7 +285,7 @@ impl Spooler {
     ) {
         if self.start_episode(sent, "the first write Fluss did not acknowledge in time was sent") {
             tracing::warn!(
-                "table {} starts spooling to {}: {why}; newer batches queue behind it until Fluss has taken it",
+                "table {} starts spooling to {}: {why}; newer batches for its tables queue behind it until Fluss has taken it",
                 self.table,
                 self.journal.dir().display()
             );
