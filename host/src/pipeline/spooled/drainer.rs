@@ -88,7 +88,11 @@ impl Pipeline {
             // The deadline has passed: room now or never.
             None => spooler.journal(&held, Deadline::after(Duration::ZERO)).await,
         };
-        let tables = self.tables_of(&held, false).await;
+        // Known already when others were queued; else as far as made by now.
+        let tables = match tables {
+            Some(tables) => Some(tables),
+            None => self.tables_of(&held, false).await,
+        };
         match file {
             Ok(file) => {
                 spooler
