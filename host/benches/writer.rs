@@ -27,7 +27,9 @@ use iggy_connector_fluss_sink::JsonMapping;
 use iggy_connector_fluss_sink::MessageBatch;
 use iggy_connector_fluss_sink::test_support::AllMade;
 use iggy_connector_fluss_sink::test_support::ColumnMapping;
-use iggy_connector_fluss_sink::{DeadLetterKind, FlussWriter, WriterSettings};
+use iggy_connector_fluss_sink::{
+    ColumnChunks, DeadLetterKind, FlussWriter, MadeRows, TableKind, WriterSettings,
+};
 use iggy_connector_fluss_sink::{TablePath, TableSchema};
 
 const SIZES: [(&str, usize); 3] = [("110B", 100), ("400B", 400), ("2KB", 2048)];
@@ -67,12 +69,12 @@ impl SinkRows {
     fn for_table(setup: &Setup, mapping: JsonMapping, path: &TablePath) -> Self {
         setup.runtime.block_on(async {
             let deadline = Deadline::after(Duration::from_secs(60));
-            match setup.sink.whole_batch_schema(path, deadline).await.unwrap() {
-                Some(arrow_schema) => {
+            match setup.sink.table_kind(path, deadline).await.unwrap() {
+                TableKind::Columns(arrow_schema) => {
                     let schema = setup.sink.table_schema(path).await.unwrap();
                     Self::Lean(ColumnMapping::new(mapping, schema, arrow_schema, false))
                 }
-                None => Self::Encoded(mapping),
+                _ => Self::Encoded(mapping),
             }
         })
     }
@@ -84,11 +86,12 @@ async fn through_sink(sink: &FlussWriter, rows: &SinkRows, batch: &MessageBatch,
         SinkRows::Lean(mapping) => {
             let deadline = Deadline::after(sink.settings().delivery_timeout);
             let chunks = AllMade(mapping.map_chunks(batch, CHUNK));
-            sink.write_columns_within(batch, chunks, path, deadline).await
+            sink.write_within(batch, ColumnChunks(chunks), path, deadline)
+                .await
         }
         SinkRows::Encoded(mapping) => {
-            sink.write(batch, mapping.map_batch(batch), path, DeadLetterKind::Mapping)
-                .await
+            let rows = MadeRows::new(mapping.map_batch(batch), DeadLetterKind::Mapping);
+            sink.write(batch, rows, path).await
         }
     };
     assert_eq!(report.unwrap().written, batch.len());

@@ -45,7 +45,8 @@ pub use schema::{BadTablePath, Column, DataType, TablePath, TableSchema};
 pub use transform::cache::LoadSource;
 pub use transform::{Limits, LoadInfo, Transform, TransformError, TransformSpec, TransformStats, version_of};
 pub use writer::{
-    AddedColumns, ClientError, FlussWriter, SchemaChange, WriteError, WriteReport, WriterSettings,
+    AddedColumns, ArrowIpcPayloads, BatchRows, ClientError, ColumnChunks, FlussWriter, MadeRows,
+    SchemaChange, TableKind, TransformedChunks, WriteError, WriteReport, WriterSettings,
 };
 
 /// The sink's internals that benchmarks and fuzz targets measure or feed

@@ -5,7 +5,7 @@ use arrow::util::display::array_value_to_string;
 use fluss::client::{EARLIEST_OFFSET, FlussConnection};
 use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::TablePath;
-use iggy_connector_fluss_sink::{FlussWriter, WriterSettings};
+use iggy_connector_fluss_sink::{FlussWriter, MadeRows, WriterSettings};
 
 /// Runs `future` to completion on a fresh current-thread runtime (for
 /// reading back from plain, blocking tests).
@@ -152,9 +152,13 @@ pub async fn write_json(
     use iggy_connector_fluss_sink::JsonMapping;
     let batch = crate::text_batch(payloads);
     let output = JsonMapping::new(schema, kind).map_batch(&batch);
-    w.write(&batch, output, &schema.path, DeadLetterKind::Mapping)
-        .await
-        .expect("the write completes")
+    w.write(
+        &batch,
+        MadeRows::new(output, DeadLetterKind::Mapping),
+        &schema.path,
+    )
+    .await
+    .expect("the write completes")
 }
 
 /// Every row of a log table (all its buckets), each as its cells' text,

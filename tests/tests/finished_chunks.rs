@@ -12,7 +12,7 @@ use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::test_support::{AllMade, TransformedChunk};
 use iggy_connector_fluss_sink::{
     DeadLetterKind, Deadline, FlussWriter, MessageBatch, MessageOutcome, RowBatch, TablePath,
-    TransformOutput, WriteReport,
+    TransformOutput, TransformedChunks, WriteReport,
 };
 use integration_tests::fluss_cluster::{read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};
@@ -55,9 +55,11 @@ async fn write(w: &FlussWriter, path: &TablePath, chunks: Vec<TransformedChunk>)
     let batch = text_batch(&vec!["{}"; messages]);
     let chunks = AllMade(chunks.into_iter().map(Arc::new));
     let deadline = Deadline::after(Duration::from_secs(60));
-    w.write_transformed_within(&batch, chunks, path, DeadLetterKind::Transform, deadline)
-        .await
-        .unwrap()
+    let chunks = TransformedChunks {
+        chunks,
+        stage: DeadLetterKind::Transform,
+    };
+    w.write_within(&batch, chunks, path, deadline).await.unwrap()
 }
 
 /// Rows `[v, offset]` as read back.

@@ -26,7 +26,7 @@ use fluss::metadata::{TableBucket, TablePath as FlussPath};
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::JsonMapping;
-use iggy_connector_fluss_sink::{DeadLetterKind, FlussWriter, WriteReport, WriterSettings};
+use iggy_connector_fluss_sink::{DeadLetterKind, FlussWriter, MadeRows, WriteReport, WriterSettings};
 use iggy_connector_fluss_sink::{TablePath, TableSchema};
 use integration_tests::fluss_cluster::{
     bootstrap, connection_to, read_log_at, settings, unique_table, writer,
@@ -100,7 +100,7 @@ async fn write_json(
     let batch = text_batch(&refs);
     let out = JsonMapping::new(schema, kind).map_batch(&batch);
     let r = w
-        .write(&batch, out, &schema.path, DeadLetterKind::Mapping)
+        .write(&batch, MadeRows::new(out, DeadLetterKind::Mapping), &schema.path)
         .await
         .unwrap_or_else(|e| panic!("a batch to {} was not delivered: {e}", schema.path));
     total.written += r.written;

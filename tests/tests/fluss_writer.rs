@@ -6,9 +6,9 @@ use std::time::Duration;
 use fluss::metadata::TablePath as FlussPath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::DeadLetterKind;
 use iggy_connector_fluss_sink::JsonMapping;
 use iggy_connector_fluss_sink::test_support::AllMade;
+use iggy_connector_fluss_sink::{ArrowIpcPayloads, ColumnChunks, DeadLetterKind, MadeRows, TableKind};
 use integration_tests::fluss_cluster::{connection, read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};
 
@@ -42,7 +42,7 @@ async fn a_log_append_reads_back_row_for_row() {
     ]);
     let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
     let report = w
-        .write(&batch, output, &path, DeadLetterKind::Mapping)
+        .write(&batch, MadeRows::new(output, DeadLetterKind::Mapping), &path)
         .await
         .unwrap();
     assert_eq!((report.written, report.filtered, report.dead_lettered), (3, 0, 0));
@@ -77,7 +77,7 @@ async fn upserts_then_deletes_on_a_primary_key_table() {
     ]);
     let out = JsonMapping::new(&schema, RowKind::Upsert).map_batch(&upserts);
     assert_eq!(
-        w.write(&upserts, out, &path, DeadLetterKind::Mapping)
+        w.write(&upserts, MadeRows::new(out, DeadLetterKind::Mapping), &path)
             .await
             .unwrap()
             .written,
@@ -86,7 +86,7 @@ async fn upserts_then_deletes_on_a_primary_key_table() {
     let deletes = text_batch(&[r#"{"id":2}"#]);
     let out = JsonMapping::new(&schema, RowKind::Delete).map_batch(&deletes);
     assert_eq!(
-        w.write(&deletes, out, &path, DeadLetterKind::Mapping)
+        w.write(&deletes, MadeRows::new(out, DeadLetterKind::Mapping), &path)
             .await
             .unwrap()
             .written,
@@ -124,7 +124,7 @@ async fn a_json_type_mismatch_lands_in_the_dead_letter_table() {
     ]);
     let output = JsonMapping::new(&schema, RowKind::Append).map_batch(&batch);
     let report = w
-        .write(&batch, output, &path, DeadLetterKind::Mapping)
+        .write(&batch, MadeRows::new(output, DeadLetterKind::Mapping), &path)
         .await
         .unwrap();
     assert_eq!((report.written, report.dead_lettered), (1, 2));
@@ -172,7 +172,11 @@ async fn routed_tables_are_created_when_allowed_and_dead_lettered_when_not() {
     };
     let batch = text_batch(&["a", "b"]);
     let report = w
-        .write(&batch, transform_out.clone(), &base, DeadLetterKind::Transform)
+        .write(
+            &batch,
+            MadeRows::new(transform_out.clone(), DeadLetterKind::Transform),
+            &base,
+        )
         .await
         .unwrap();
     assert_eq!(report.written, 2);
@@ -203,7 +207,7 @@ async fn routed_tables_are_created_when_allowed_and_dead_lettered_when_not() {
     )
     .unwrap();
     let report = w2
-        .write(&batch, out, &base, DeadLetterKind::Transform)
+        .write(&batch, MadeRows::new(out, DeadLetterKind::Transform), &base)
         .await
         .unwrap();
     assert_eq!(report.dead_lettered, 2, "auto_create_table is off");
@@ -245,9 +249,8 @@ async fn routed_names_outside_the_allow_list_are_dead_lettered() {
     let report = w
         .write(
             &text_batch(&["a", "b", "c"]),
-            out,
+            MadeRows::new(out, DeadLetterKind::Transform),
             &base,
-            DeadLetterKind::Transform,
         )
         .await
         .unwrap();
@@ -312,7 +315,7 @@ async fn arrow_ipc_payloads_are_appended_as_they_are() {
         sw.finish().unwrap();
     }
     let batch = integration_tests::batch_of(&[&ipc, b"not arrow"], &[]);
-    let report = w.write_arrow_ipc(&batch, &path).await.unwrap();
+    let report = w.write(&batch, ArrowIpcPayloads, &path).await.unwrap();
     assert_eq!((report.written, report.dead_lettered), (1, 1));
     assert_eq!(
         read_log(&path, 2, Duration::from_secs(20)).await,
@@ -354,7 +357,7 @@ async fn metadata_columns_and_dynamic_routes_land_as_configured() {
         .with_route_field(Some("to".into()))
         .map_batch(&batch);
     let report = w
-        .write(&batch, out, &base, DeadLetterKind::Mapping)
+        .write(&batch, MadeRows::new(out, DeadLetterKind::Mapping), &base)
         .await
         .unwrap();
     assert_eq!(report.written, 2);
@@ -394,7 +397,7 @@ async fn a_log_table_with_a_bucket_key_takes_rows_one_by_one_into_every_bucket()
     let batch = text_batch(&refs);
     let output = JsonMapping::new(&sink_schema, RowKind::Append).map_batch(&batch);
     let report = w
-        .write(&batch, output, &path, DeadLetterKind::Mapping)
+        .write(&batch, MadeRows::new(output, DeadLetterKind::Mapping), &path)
         .await
         .unwrap();
     assert_eq!((report.written, report.dead_lettered), (30, 0));
@@ -436,11 +439,9 @@ async fn the_lean_path_sends_chunk_after_chunk_and_keeps_their_order() {
     let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
     let batch = text_batch(&payloads);
     let deadline = Deadline::after(Duration::from_secs(60));
-    let arrow_schema = w
-        .whole_batch_schema(&path, deadline)
-        .await
-        .unwrap()
-        .expect("an unpartitioned log table of one bucket takes the lean path");
+    let TableKind::Columns(arrow_schema) = w.table_kind(&path, deadline).await.unwrap() else {
+        panic!("an unpartitioned log table of one bucket takes Arrow columns")
+    };
     let lean = ColumnMapping::new(
         JsonMapping::new(&schema, RowKind::Append),
         schema.clone(),
@@ -448,7 +449,12 @@ async fn the_lean_path_sends_chunk_after_chunk_and_keeps_their_order() {
         false,
     );
     let report = w
-        .write_columns_within(&batch, AllMade(lean.map_chunks(&batch, 30)), &path, deadline)
+        .write_within(
+            &batch,
+            ColumnChunks(AllMade(lean.map_chunks(&batch, 30))),
+            &path,
+            deadline,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -519,7 +525,9 @@ async fn made_rows_are_sent_together_but_never_held_while_the_next_chunk_is_made
         let payloads: Vec<&str> = payloads.iter().map(String::as_str).collect();
         let batch = text_batch(&payloads);
         let deadline = Deadline::after(Duration::from_secs(60));
-        let arrow_schema = w.whole_batch_schema(&path, deadline).await.unwrap().unwrap();
+        let TableKind::Columns(arrow_schema) = w.table_kind(&path, deadline).await.unwrap() else {
+            panic!("{what}: a log table of one bucket takes Arrow columns")
+        };
         let lean = ColumnMapping::new(
             JsonMapping::new(&schema, RowKind::Append),
             schema.clone(),
@@ -531,7 +539,7 @@ async fn made_rows_are_sent_together_but_never_held_while_the_next_chunk_is_made
             next_is_made,
         };
         let report = w
-            .write_columns_within(&batch, chunks, &path, deadline)
+            .write_within(&batch, ColumnChunks(chunks), &path, deadline)
             .await
             .unwrap();
         assert_eq!(report.written, 1000, "{what}");

@@ -7,7 +7,7 @@ use std::time::Duration;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::JsonMapping;
-use iggy_connector_fluss_sink::{DeadLetterKind, FlussWriter};
+use iggy_connector_fluss_sink::{DeadLetterKind, FlussWriter, MadeRows};
 use iggy_connector_fluss_sink::{TablePath, TableSchema};
 use integration_tests::fluss_cluster::{lookup, read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};
@@ -45,7 +45,11 @@ async fn upsert(w: &FlussWriter, schema: &TableSchema, payloads: &[&str]) -> (us
         .with_partial_update(true)
         .map_batch(&batch);
     let report = w
-        .write(&batch, output, &schema.path, DeadLetterKind::Mapping)
+        .write(
+            &batch,
+            MadeRows::new(output, DeadLetterKind::Mapping),
+            &schema.path,
+        )
         .await
         .unwrap();
     (report.written, report.dead_lettered)
@@ -102,7 +106,7 @@ async fn one_batch_mixing_column_sets_full_rows_and_deletes_ends_in_the_right_st
     let output = JsonMapping::new(&schema, RowKind::Delete)
         .with_partial_update(true)
         .map_batch(&deletes);
-    w.write(&deletes, output, &path, DeadLetterKind::Mapping)
+    w.write(&deletes, MadeRows::new(output, DeadLetterKind::Mapping), &path)
         .await
         .unwrap();
     assert_eq!(upsert(&w, &schema, &[r#"{"id":3,"city":"pisa"}"#]).await, (1, 0));

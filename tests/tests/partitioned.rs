@@ -9,7 +9,7 @@ use std::time::Duration;
 use fluss::metadata::TablePath as FlussPath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::WriterSettings;
+use iggy_connector_fluss_sink::{ArrowIpcPayloads, WriterSettings};
 use iggy_connector_fluss_sink::{TablePath, TableSchema};
 use integration_tests::fluss_cluster::{
     connection, lookup, newest_auto_partition, partition_names, read_log, read_partition, recent_days,
@@ -382,7 +382,7 @@ async fn arrow_ipc_payloads_are_split_by_partition() {
     let one = ipc_payload(&[(5, Some("us"))]);
     let null_key = ipc_payload(&[(6, Some("eu")), (7, None)]);
     let batch = integration_tests::batch_of(&[&mixed, &one, &null_key], &[]);
-    let report = w.write_arrow_ipc(&batch, &path).await.unwrap();
+    let report = w.write(&batch, ArrowIpcPayloads, &path).await.unwrap();
     assert_eq!((report.written, report.dead_lettered), (2, 1));
 
     for (region, ids) in [("eu", vec!["1", "3"]), ("us", vec!["2", "5"]), ("ap", vec!["4"])] {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use fluss::metadata::DataTypes;
 use fluss::row::{DataGetters, GenericRow, InternalRow};
 use fluss_row_codec::RowKind;
-use iggy_connector_fluss_sink::{DeadLetterKind, Deadline, JsonMapping, TablePath};
+use iggy_connector_fluss_sink::{DeadLetterKind, Deadline, JsonMapping, MadeRows, TablePath};
 use integration_tests::fluss_cluster::{
     add_string_column, block, bootstrap, create_bucketed_log_table, lookup, read_log, settings, unique_table,
     writer,
@@ -337,11 +337,17 @@ async fn rows_made_before_a_column_was_added_are_written_with_null_in_it() {
 
     let old = text_batch(&[r#"{"id":1,"name":"a","extra":"lost"}"#, r#"{"id":2,"name":"b"}"#]);
     let rows = JsonMapping::new(&before, RowKind::Append).map_batch(&old);
-    let report = w.write(&old, rows, &path, DeadLetterKind::Mapping).await.unwrap();
+    let report = w
+        .write(&old, MadeRows::new(rows, DeadLetterKind::Mapping), &path)
+        .await
+        .unwrap();
     assert_eq!((report.written, report.dead_lettered), (2, 0));
     let new = text_batch(&[r#"{"id":3,"name":"c","extra":"x"}"#]);
     let rows = JsonMapping::new(&change.schema, RowKind::Append).map_batch(&new);
-    let report = w.write(&new, rows, &path, DeadLetterKind::Mapping).await.unwrap();
+    let report = w
+        .write(&new, MadeRows::new(rows, DeadLetterKind::Mapping), &path)
+        .await
+        .unwrap();
     assert_eq!((report.written, report.dead_lettered), (1, 0));
 
     let mut rows = read_log(&path, 3, Duration::from_secs(30)).await;
@@ -491,7 +497,7 @@ async fn writers_older_than_the_clients_metadata_are_replaced_at_once() {
     let batch = text_batch(&[r#"{"id":1,"name":"a"}"#, r#"{"id":2,"name":"b"}"#]);
     let rows = JsonMapping::new(&before, RowKind::Append).map_batch(&batch);
     let report = w
-        .write(&batch, rows, &log, DeadLetterKind::Mapping)
+        .write(&batch, MadeRows::new(rows, DeadLetterKind::Mapping), &log)
         .await
         .unwrap();
     assert_eq!((report.written, report.dead_lettered), (2, 0));
@@ -522,7 +528,11 @@ async fn writers_older_than_the_clients_metadata_are_replaced_at_once() {
     let batch = text_batch(&[r#"{"id":1,"name":"a"}"#]);
     let rows = JsonMapping::new(&before, RowKind::Upsert).map_batch(&batch);
     let written = w
-        .write(&batch, rows.clone(), &keyed, DeadLetterKind::Mapping)
+        .write(
+            &batch,
+            MadeRows::new(rows.clone(), DeadLetterKind::Mapping),
+            &keyed,
+        )
         .await;
     assert!(
         matches!(&written, Err(WriteError::SchemaChanged { table }) if *table == keyed.to_string()),
@@ -531,7 +541,7 @@ async fn writers_older_than_the_clients_metadata_are_replaced_at_once() {
     let changes = w.follow_tables(look()).await;
     assert_eq!(changes.len(), 1, "{changes:?}");
     let report = w
-        .write(&batch, rows, &keyed, DeadLetterKind::Mapping)
+        .write(&batch, MadeRows::new(rows, DeadLetterKind::Mapping), &keyed)
         .await
         .unwrap();
     assert_eq!((report.written, report.dead_lettered), (1, 0));
@@ -559,7 +569,7 @@ async fn writers_older_than_the_clients_metadata_are_replaced_at_once() {
     ]);
     let rows = JsonMapping::new(&before, RowKind::Append).map_batch(&batch);
     let report = w
-        .write(&batch, rows, &bucketed, DeadLetterKind::Mapping)
+        .write(&batch, MadeRows::new(rows, DeadLetterKind::Mapping), &bucketed)
         .await
         .unwrap();
     assert_eq!((report.written, report.dead_lettered), (3, 0));

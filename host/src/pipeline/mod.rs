@@ -19,7 +19,9 @@ use crate::metrics::InstanceMetrics;
 use crate::rows::TransformOutput;
 use crate::rows::keyed::KeyedOutput;
 use crate::schema::{TablePath, TableSchema};
-use crate::writer::{ChunkFinisher, FlussWriter, WriteReport};
+use crate::writer::{
+    ArrowIpcPayloads, ChunkFinisher, ColumnChunks, FlussWriter, MadeRows, TransformedChunks, WriteReport,
+};
 
 mod chunk_size;
 mod chunks;
@@ -242,20 +244,20 @@ impl Pipeline {
                 let output = self.pad_rows_made_before_a_change(output, rows_made_for);
                 return Ok(self
                     .writer
-                    .write_within(&batch, output, &self.table, kind, deadline)
+                    .write_within(&batch, MadeRows::new(output, kind), &self.table, deadline)
                     .await?);
             }
             // Each chunk is written as soon as it is made. (A replay of a
             // batch whose rows could not all be made makes them again.)
             Some((HeldRows::Making(making), kind)) if !making.failed() => {
                 let mut failure = None;
+                let chunks = making.in_order(&mut failure);
                 let written = self
                     .writer
-                    .write_transformed_within(
+                    .write_within(
                         &batch,
-                        making.in_order(&mut failure),
+                        TransformedChunks { chunks, stage: kind },
                         &self.table,
-                        kind,
                         deadline,
                     )
                     .await;
@@ -270,7 +272,7 @@ impl Pipeline {
         if let RowStage::ArrowIpc = *stage {
             return Ok(self
                 .writer
-                .write_arrow_ipc_within(&batch, &self.table, deadline)
+                .write_within(&batch, ArrowIpcPayloads, &self.table, deadline)
                 .await?);
         }
         if let RowStage::JsonKeyed(_) = *stage {
@@ -281,7 +283,7 @@ impl Pipeline {
             }
             return Ok(self
                 .writer
-                .write_keyed_within(&batch, output, &self.table, deadline)
+                .write_within(&batch, output, &self.table, deadline)
                 .await?);
         }
         if let RowStage::JsonColumns(_) = *stage {
@@ -297,13 +299,13 @@ impl Pipeline {
             if !evolve {
                 return Ok(self
                     .writer
-                    .write_columns_within(&batch, chunks, &self.table, deadline)
+                    .write_within(&batch, ColumnChunks(chunks), &self.table, deadline)
                     .await?);
             }
             let mut chunks = evolve::UntilNewField::new(chunks);
             let written = self
                 .writer
-                .write_columns_within(&batch, &mut chunks, &self.table, deadline)
+                .write_within(&batch, ColumnChunks(&mut chunks), &self.table, deadline)
                 .await?;
             return match chunks.stopped_at() {
                 Some(at) => (self.write_after_new_fields(schema, &batch, at, written, deadline)).await,
@@ -316,7 +318,7 @@ impl Pipeline {
         }
         Ok(self
             .writer
-            .write_within(&batch, output, &self.table, stage.kind(), deadline)
+            .write_within(&batch, MadeRows::new(output, stage.kind()), &self.table, deadline)
             .await?)
     }
 

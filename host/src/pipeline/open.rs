@@ -134,19 +134,11 @@ pub(super) async fn make_stage(
         // lean path can be chosen.
         return Ok((stage, reloadable));
     }
-    let stage = match config.table_type {
-        TableType::Log => stage.lean(
-            schema,
-            writer.whole_batch_schema(table, deadline).await?,
-            config.include_metadata,
-        ),
-        TableType::PrimaryKey => stage.keyed(
-            schema,
-            writer.takes_keyed_rows(table, deadline).await?,
-            config.include_metadata,
-        ),
-    };
-    Ok((stage, reloadable))
+    let kind = writer.table_kind(table, deadline).await?;
+    Ok((
+        stage.for_table(schema, &kind, config.include_metadata),
+        reloadable,
+    ))
 }
 
 fn check_table(config: &SinkConfig, schema: &TableSchema) -> Result<(), PipelineError> {

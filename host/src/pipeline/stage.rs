@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use crate::batch::{MessageBatch, PayloadSchema};
 use crate::config::{PayloadFormat, SinkConfig, TableType};
-use arrow::datatypes::SchemaRef;
 
 use crate::rows::DeadLetterKind;
 use crate::rows::columns::ColumnOutput;
@@ -15,7 +14,7 @@ use crate::rows::keyed::{KeyedMapping, KeyedOutput};
 use crate::rows::{MessageOutcome, RowBatch, TransformOutput};
 use crate::schema::TableSchema;
 use crate::transform::{Transform, TransformError};
-use crate::writer::{ChunkFinisher, TransformedChunk};
+use crate::writer::{ChunkFinisher, TableKind, TransformedChunk};
 
 /// How messages become rows: a WebAssembly transform, the JSON mapping, or
 /// Arrow IPC passthrough (written as it is, without rows).
@@ -147,30 +146,26 @@ impl RowStage {
         Some(output)
     }
 
-    /// This stage on the keyed lean path when it can take it: the JSON
-    /// mapping onto one table, of whole rows (no partial updates), written
-    /// to a table that `takes_rows` (see
-    /// [`crate::writer::FlussWriter::takes_keyed_rows`]).
-    pub fn keyed(self, schema: &TableSchema, takes_rows: bool, include_metadata: bool) -> Self {
-        match self {
-            Self::Json(mapping)
-                if takes_rows && mapping.maps_to_one_table() && !mapping.is_partial_update() =>
+    /// This stage for the sink table `schema`, which takes rows as `kind`
+    /// says: the JSON mapping onto that one table makes its Arrow columns
+    /// in one pass for a table of [`TableKind::Columns`], or its whole rows
+    /// (no partial updates) for one of [`TableKind::KeyedRows`]; any other
+    /// stage stays as it is.
+    pub fn for_table(self, schema: &TableSchema, kind: &TableKind, include_metadata: bool) -> Self {
+        match (self, kind) {
+            (Self::Json(mapping), TableKind::Columns(arrow_schema)) if mapping.maps_to_one_table() => {
+                Self::JsonColumns(ColumnMapping::new(
+                    mapping,
+                    schema.clone(),
+                    arrow_schema.clone(),
+                    include_metadata,
+                ))
+            }
+            (Self::Json(mapping), TableKind::KeyedRows)
+                if mapping.maps_to_one_table() && !mapping.is_partial_update() =>
             {
                 Self::JsonKeyed(KeyedMapping::new(mapping, schema.clone(), include_metadata))
             }
-            stage => stage,
-        }
-    }
-
-    /// This stage on the lean row path when it can take it: the JSON
-    /// mapping onto one table, written to a table whose Arrow batches
-    /// take the rows whole (`arrow_schema`, see
-    /// [`crate::writer::FlussWriter::whole_batch_schema`]).
-    pub fn lean(self, schema: &TableSchema, arrow_schema: Option<SchemaRef>, include_metadata: bool) -> Self {
-        match (self, arrow_schema) {
-            (Self::Json(mapping), Some(arrow_schema)) if mapping.maps_to_one_table() => Self::JsonColumns(
-                ColumnMapping::new(mapping, schema.clone(), arrow_schema, include_metadata),
-            ),
             (stage, _) => stage,
         }
     }

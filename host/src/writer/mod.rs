@@ -9,7 +9,8 @@
 //! - [`partitions`]: partitioned tables (rows placed in partitions, their
 //!   values named, missing ones created);
 //! - [`writes`]: one write of a batch's rows, from the chunks it takes to
-//!   the report of every message (a transform's rows, encoded rows);
+//!   the report of every message: [`FlussWriter::write_within`], the one
+//!   entry, takes the rows in any form a row stage makes ([`BatchRows`]);
 //! - [`send`]: sending rows as each table takes them (Arrow appends, the
 //!   lean path's columns, upserts and deletes, partial updates, Arrow IPC);
 //! - [`delivery`]: acknowledgements, retries, failures and dead letters;
@@ -34,7 +35,7 @@ use tokio::sync::Mutex;
 use crate::batch::MessageBatch;
 use crate::deadline::Deadline;
 use crate::metrics::InstanceMetrics;
-use crate::rows::{DeadLetterKind, MessageOutcome, TransformOutput};
+use crate::rows::{DeadLetterKind, MessageOutcome};
 use crate::schema::{TablePath, TableSchema};
 use tables::Table;
 
@@ -45,20 +46,21 @@ pub use settings::WriterSettings;
 #[cfg(any(test, feature = "test-support"))]
 pub(crate) use tables::arrow_schema_of;
 pub(crate) use tables::routing::TablePattern;
-pub use tables::{AddedColumns, SchemaChange};
+pub use tables::{AddedColumns, SchemaChange, TableKind};
 #[cfg(feature = "test-support")]
 pub use writes::chunks::AllMade;
 #[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 pub use writes::chunks::MadeChunks;
 #[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 pub use writes::finished::{ChunkFinisher, TransformedChunk};
+pub use writes::input::{ArrowIpcPayloads, BatchRows, ColumnChunks, MadeRows, TransformedChunks};
 
 /// The Arrow record batch the writer appends for `output`'s rows of the
 /// sink's own table (rows must fit `schema`; `arrow_schema` is Fluss's Arrow
 /// form of it), for tests and benchmarks to compare against.
 #[cfg(any(test, feature = "test-support"))]
 pub(crate) fn to_record_batch(
-    output: &TransformOutput,
+    output: &crate::rows::TransformOutput,
     schema: &TableSchema,
     arrow_schema: &arrow::datatypes::SchemaRef,
 ) -> Result<arrow::record_batch::RecordBatch, String> {
@@ -67,7 +69,7 @@ pub(crate) fn to_record_batch(
 
 /// `output`'s rows of the sink's own table.
 #[cfg(any(test, feature = "test-support"))]
-pub(crate) fn own_table_rows(output: &TransformOutput) -> Vec<RowView<'_>> {
+pub(crate) fn own_table_rows(output: &crate::rows::TransformOutput) -> Vec<RowView<'_>> {
     output
         .rows
         .iter()
@@ -349,20 +351,6 @@ impl FlussWriter {
         deadline: Deadline,
     ) -> Result<TableSchema, WriteError> {
         Ok(self.table(path, deadline).await?.schema.clone())
-    }
-
-    /// Writes `output`'s rows for `batch` within `delivery_timeout`; see
-    /// [`FlussWriter::write_within`].
-    pub async fn write(
-        &self,
-        batch: &MessageBatch,
-        output: TransformOutput,
-        default_table: &TablePath,
-        stage: DeadLetterKind,
-    ) -> Result<WriteReport, WriteError> {
-        let deadline = Deadline::after(self.settings.delivery_timeout);
-        self.write_within(batch, output, default_table, stage, deadline)
-            .await
     }
 
     /// Whether the catalog says `path` does not exist (a dropped table);

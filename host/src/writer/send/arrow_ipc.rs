@@ -82,21 +82,10 @@ fn fit(batch: &RecordBatch, table: &SchemaRef) -> Result<RecordBatch, String> {
 }
 
 impl FlussWriter {
-    /// Appends Arrow IPC stream payloads within `delivery_timeout`; see
-    /// [`FlussWriter::write_arrow_ipc_within`].
-    pub async fn write_arrow_ipc(
-        &self,
-        batch: &MessageBatch,
-        table: &TablePath,
-    ) -> Result<WriteReport, WriteError> {
-        let deadline = Deadline::after(self.settings.delivery_timeout);
-        self.write_arrow_ipc_within(batch, table, deadline).await
-    }
-
     /// Appends Arrow IPC stream payloads to `table` (a log table) as they
     /// are, before `deadline`; a payload that does not decode or fit is
     /// dead-lettered.
-    pub async fn write_arrow_ipc_within(
+    pub(in crate::writer) async fn write_arrow_ipc_within(
         &self,
         batch: &MessageBatch,
         table: &TablePath,

@@ -107,28 +107,15 @@ pub(in crate::writer) struct LeanChunk {
 }
 
 impl FlussWriter {
-    /// The Arrow schema of `path`'s appends when the lean row path can
-    /// write to it (see [`FlussWriter::write_columns_within`]): a log table
-    /// whose Arrow batches land whole (no bucket key, or one bucket),
-    /// partitioned or not. `None` for other tables.
-    pub async fn whole_batch_schema(
-        &self,
-        path: &TablePath,
-        deadline: Deadline,
-    ) -> Result<Option<arrow::datatypes::SchemaRef>, WriteError> {
-        let table = self.table(path, deadline).await?;
-        Ok(table.takes_columns().then(|| table.arrow_schema.clone()))
-    }
-
-    /// Writes the lean path's rows of `batch` to `path` (a table for which
-    /// [`FlussWriter::whole_batch_schema`] is some): `chunks` makes them,
+    /// Writes the lean path's rows of `batch` to `path` (a table of
+    /// [`TableKind::Columns`](crate::writer::TableKind::Columns)): `chunks` makes them,
     /// chunk after chunk in message order, and rows are sent as they are
     /// made (small ones together while the next are made already), so that
     /// the client sends chunk i while chunk i+1 is made; then every acknowledgement is awaited together and what
     /// cannot be written is dead-lettered (earlier dead letters are the
     /// mapping's), all before `deadline`. An error means some messages may
     /// not be in Fluss.
-    pub async fn write_columns_within(
+    pub(in crate::writer) async fn write_columns_within(
         &self,
         batch: &MessageBatch,
         chunks: impl MadeChunks<Chunk = ColumnOutput>,

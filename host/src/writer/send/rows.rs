@@ -40,7 +40,7 @@ impl FlussWriter {
     ) -> Result<(), WriteError> {
         let what = format!("{} rows for {}", rows.len(), table.schema.path);
         match &table.sink {
-            Sink::Log(writer) if table.whole_batches => {
+            Sink::Log(writer) if table.takes_columns() => {
                 let rows = EncodedRows::new(rows, table);
                 self.append_whole(table, writer, &rows, &what, deadline, failures)
                     .await?;

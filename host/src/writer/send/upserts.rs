@@ -22,20 +22,13 @@ use crate::writer::writes::finished::TransformedChunk;
 use crate::writer::{DeadLetterKind, FlussWriter, LeanWritten, WriteError, WriteReport};
 
 impl FlussWriter {
-    /// Whether `path` takes the keyed lean path's rows (see
-    /// [`FlussWriter::write_keyed_within`]): an unpartitioned primary-key
-    /// table.
-    pub async fn takes_keyed_rows(&self, path: &TablePath, deadline: Deadline) -> Result<bool, WriteError> {
-        Ok(self.table(path, deadline).await?.takes_keyed_rows())
-    }
-
     /// Writes `output`'s rows for `batch` (whole rows, made by the JSON
-    /// mapping) to `path`, a table for which
-    /// [`FlussWriter::takes_keyed_rows`] is true; waits for every
+    /// mapping) to `path`, a table of
+    /// [`TableKind::KeyedRows`](crate::writer::TableKind::KeyedRows); waits for every
     /// acknowledgement and dead-letters what cannot be written (earlier dead
     /// letters are the mapping's), all before `deadline`. An error means some
     /// messages may not be in Fluss.
-    pub async fn write_keyed_within(
+    pub(in crate::writer) async fn write_keyed_within(
         &self,
         batch: &MessageBatch,
         output: KeyedOutput,

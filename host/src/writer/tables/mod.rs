@@ -28,14 +28,30 @@ pub(in crate::writer) enum Sink {
     Keyed(Box<KeyedSink>),
 }
 
+/// How a table takes rows, chosen once when it is opened: what a row stage
+/// makes a batch's rows into for it, and how the writer sends them.
+#[derive(Debug, Clone)]
+pub enum TableKind {
+    /// A log table whose appended Arrow batches land whole (no bucket key,
+    /// or one bucket; partitioned or not): Arrow columns of this schema,
+    /// appended (a partitioned table's cut by partition first).
+    Columns(SchemaRef),
+    /// An unpartitioned primary-key table: whole fluss-rs rows, upserted
+    /// and deleted through its upsert writer.
+    KeyedRows,
+    /// Any other table (a log table whose batches fluss-rs would split
+    /// across buckets, a partitioned primary-key table): encoded rows, sent
+    /// row by row. Partial updates go this way on any primary-key table.
+    Rows,
+}
+
 /// An open table.
 pub(in crate::writer) struct Table {
     pub schema: TableSchema,
     pub arrow_schema: SchemaRef,
     pub sink: Sink,
-    /// An appended Arrow batch lands in one bucket whole (no bucket key, or
-    /// one bucket); otherwise fluss-rs splits it across buckets.
-    pub whole_batches: bool,
+    /// How it takes rows.
+    pub kind: TableKind,
     /// The table's partitions, when it is partitioned.
     pub partitioning: Option<Partitioning>,
     /// Fluss's id of the table when it was opened: another id at the same
@@ -47,17 +63,14 @@ pub(in crate::writer) struct Table {
 }
 
 impl Table {
-    /// Whether the lean path's Arrow columns can be appended here: a log
-    /// table whose batches land whole (partitioned or not: a partitioned
-    /// table's are cut by partition first).
+    /// Whether Arrow columns are appended here ([`TableKind::Columns`]).
     pub(in crate::writer) fn takes_columns(&self) -> bool {
-        matches!(self.sink, Sink::Log(_)) && self.whole_batches
+        matches!(self.kind, TableKind::Columns(_))
     }
 
-    /// Whether the keyed lean path's rows can be written here: an
-    /// unpartitioned primary-key table.
+    /// Whether whole fluss-rs rows are upserted here ([`TableKind::KeyedRows`]).
     pub(in crate::writer) fn takes_keyed_rows(&self) -> bool {
-        matches!(self.sink, Sink::Keyed(_)) && self.partitioning.is_none()
+        matches!(self.kind, TableKind::KeyedRows)
     }
 }
 
@@ -177,6 +190,11 @@ impl FlussWriter {
         Ok(tables.entry(path.clone()).or_insert(opened).clone())
     }
 
+    /// How the table at `path` takes rows (opened now if it was not yet).
+    pub async fn table_kind(&self, path: &TablePath, deadline: Deadline) -> Result<TableKind, WriteError> {
+        Ok(self.table(path, deadline).await?.kind.clone())
+    }
+
     /// The schema of the table at `path` as the writer has it open now
     /// (`None` when it is not open), never waiting for Fluss.
     pub async fn open_schema(&self, path: &TablePath) -> Option<TableSchema> {
@@ -261,11 +279,17 @@ impl FlussWriter {
                     .map_err(|e| fail(e.to_string()))?,
             )
         };
+        let whole_batches = !info.has_bucket_key() || info.get_num_buckets() <= 1;
+        let kind = match &sink {
+            Sink::Log(_) if whole_batches => TableKind::Columns(arrow_schema.clone()),
+            Sink::Keyed(_) if partitioning.is_none() => TableKind::KeyedRows,
+            _ => TableKind::Rows,
+        };
         Ok(Table {
             schema,
             arrow_schema,
             sink,
-            whole_batches: !info.has_bucket_key() || info.get_num_buckets() <= 1,
+            kind,
             partitioning,
             table_id: info.get_table_id(),
             schema_id: info.get_schema_id(),

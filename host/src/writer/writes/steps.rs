@@ -12,34 +12,15 @@ use crate::rows::{DeadLetterKind, MessageOutcome, RowBatch, TransformOutput, che
 use crate::schema::TablePath;
 use crate::writer::tables::Table;
 use crate::writer::tables::routing;
-use crate::writer::writes::chunks::AllMade;
 use crate::writer::{FlussWriter, GroupKey, PendingRow, WriteError, WriteReport, report_of};
 
 /// Tables by their index in a [`TransformOutput`]'s rows (0: the sink's own).
 type RoutedTables = HashMap<u16, Arc<Table>>;
 
 impl FlussWriter {
-    /// Writes `output`'s rows for `batch` to `default_table` and the tables
-    /// the rows name, waits for every acknowledgement, and dead-letters what
-    /// cannot be written, all before `deadline`; `stage` names where earlier
-    /// dead letters came from. An error means some messages may not be in
-    /// Fluss.
-    pub async fn write_within(
-        &self,
-        batch: &MessageBatch,
-        output: impl Into<Arc<TransformOutput>>,
-        default_table: &TablePath,
-        stage: DeadLetterKind,
-        deadline: Deadline,
-    ) -> Result<WriteReport, WriteError> {
-        let chunks = AllMade(std::iter::once(Arc::new(output.into().into())));
-        self.write_transformed_within(batch, chunks, default_table, stage, deadline)
-            .await
-    }
-
     /// The encoded path: `output`'s rows for `batch` checked against their
     /// tables, placed in partitions, grouped and written, then every
-    /// message's fate reported (see [`FlussWriter::write_within`]).
+    /// message's fate reported.
     pub(in crate::writer) async fn write_rows_of(
         &self,
         batch: &MessageBatch,

@@ -42,7 +42,7 @@ impl FlussWriter {
     /// soon as `chunks` gives it (awaited until it is made). When `chunks` ends before the batch does, only the messages of
     /// the chunks it gave are written and reported. An error means some
     /// messages may not be in Fluss.
-    pub async fn write_transformed_within(
+    pub(in crate::writer) async fn write_transformed_within(
         &self,
         batch: &MessageBatch,
         chunks: impl MadeChunks<Chunk = Arc<TransformedChunk>>,
