@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(runtime_buffers compact_rows json_parsers_agree lean_vs_encoded field_types)
+TARGETS=(runtime_buffers captured_buffers compact_rows json_parsers_agree lean_vs_encoded field_types)
 # FUZZ_SANITIZER=address builds with AddressSanitizer (in a folder of its
 # own: the smoke's build stays as it is); the default is none.
 SANITIZER=${FUZZ_SANITIZER:-none}
@@ -42,6 +42,15 @@ dict_for() {
   esac
 }
 
+# Read-only seed folders beside a target's own corpus: captured_buffers
+# starts from the buffers the real runtime wrote (tests/data/runtime-buffers).
+seeds_for() {
+  case "$1" in
+    captured_buffers) ls -d "$PWD"/tests/data/runtime-buffers/*/ ;;
+    *) ;;
+  esac
+}
+
 run_target() { # target, corpus dirs..., -- libfuzzer args...
   local target=$1
   shift
@@ -55,7 +64,7 @@ smoke() {
     mkdir -p "$work" "fuzz/corpus/$target"
     echo "== fuzz $target for ${seconds}s"
     # shellcheck disable=SC2046
-    run_target "$target" "$work" "$PWD/fuzz/corpus/$target" -- \
+    run_target "$target" "$work" "$PWD/fuzz/corpus/$target" $(seeds_for "$target") -- \
       -max_total_time="$seconds" -print_final_stats=1 $(dict_for "$target")
   done
 }
@@ -75,7 +84,7 @@ long() {
     fi
     [ -z "${FUZZ_MAX_SECONDS:-}" ] || extra+=(-max_total_time="$FUZZ_MAX_SECONDS")
     # shellcheck disable=SC2046
-    run_target "$target" "$PWD/fuzz/corpus/$target" -- \
+    run_target "$target" "$PWD/fuzz/corpus/$target" $(seeds_for "$target") -- \
       -runs="$each" -print_final_stats=1 "${extra[@]}" $(dict_for "$target")
     echo "== $target: up to $runs executions ($jobs process(es)) in $((SECONDS - started)) s"
     (cd fuzz && cargo +nightly fuzz cmin "${FUZZ_FLAGS[@]}" "$target" "$PWD/corpus/$target")

@@ -59,8 +59,8 @@ export FLUSS_BOOTSTRAP=127.0.0.1:9123
 # The spools of the tests' instances (one folder per table) stay in target/.
 export XDG_STATE_HOME="$PWD/target/test-state"
 
-echo "== build the plugin library (the dlopen tests load it as the runtime does)"
-cargo build -p iggy_connector_fluss_sink
+echo "== build the plugin library (the dlopen tests load it as the runtime does) and the capture plugin"
+cargo build -p iggy_connector_fluss_sink -p runtime-capture
 
 echo "== fuzz smoke: every fuzz target for 30 s from its kept corpus (scripts/fuzz.sh)"
 FUZZ_PROFILE=dev scripts/fuzz.sh smoke 30

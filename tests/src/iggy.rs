@@ -166,7 +166,8 @@ fn get(path: &str, token: &str) -> Result<Value, String> {
     serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))
 }
 
-fn b64(bytes: &[u8]) -> String {
+/// `bytes` in standard base64, as the HTTP API takes payloads and headers.
+pub fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
@@ -245,7 +246,7 @@ impl Server {
     /// server, balanced), 500 a request.
     pub fn produce_messages(&self, partition: Option<u32>, messages: &[Outgoing]) {
         let partitioning = match partition {
-            Some(p) => json!({"kind": "partition_id", "value": b64(&p.to_le_bytes())}),
+            Some(p) => json!({"kind": "partition_id", "value": base64(&p.to_le_bytes())}),
             None => json!({"kind": "balanced", "value": ""}),
         };
         for chunk in messages.chunks(500) {
@@ -256,24 +257,36 @@ impl Server {
                         .headers
                         .iter()
                         .map(|(k, v)| {
-                            json!({"key": {"kind": "string", "value": b64(k.as_bytes())},
-                                   "value": {"kind": "string", "value": b64(v.as_bytes())}})
+                            json!({"key": {"kind": "string", "value": base64(k.as_bytes())},
+                                   "value": {"kind": "string", "value": base64(v.as_bytes())}})
                         })
                         .collect();
-                    let mut message = json!({"id": 0, "payload": b64(m.payload.as_bytes())});
+                    let mut message = json!({"id": 0, "payload": base64(m.payload.as_bytes())});
                     if !headers.is_empty() {
                         message["user_headers"] = Value::Array(headers);
                     }
                     message
                 })
                 .collect();
-            post(
-                &format!("/streams/{}/topics/{}/messages", self.stream, self.topic),
-                Some(&self.token),
-                json!({"partitioning": partitioning, "messages": messages}),
-            )
-            .expect("produce");
+            self.send(&partitioning, messages).expect("produce");
         }
+    }
+
+    /// Produces `messages`, each in the HTTP API's form (`id`, `payload` and
+    /// `user_headers` in base64: see [`base64()`]), to partition `partition`
+    /// in one request; the server's refusal, if any.
+    pub fn produce_as_is(&self, partition: u32, messages: Vec<Value>) -> Result<(), String> {
+        let partitioning = json!({"kind": "partition_id", "value": base64(&partition.to_le_bytes())});
+        self.send(&partitioning, messages)
+    }
+
+    fn send(&self, partitioning: &Value, messages: Vec<Value>) -> Result<(), String> {
+        post(
+            &format!("/streams/{}/topics/{}/messages", self.stream, self.topic),
+            Some(&self.token),
+            json!({"partitioning": partitioning, "messages": messages}),
+        )
+        .map(|_| ())
     }
 
     /// Produces JSON orders `from..to` (`order_id`, `customer`, `amount`)

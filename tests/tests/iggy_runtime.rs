@@ -20,6 +20,10 @@ use integration_tests::{component, test_cache_dir};
 #[path = "iggy_runtime/schema.rs"]
 mod schema;
 
+/// The runtime's buffers, byte for byte, against the plugin's decoder.
+#[path = "iggy_runtime/captured.rs"]
+mod captured;
+
 /// The server's ports are fixed: one test at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
