@@ -9,7 +9,7 @@
 #![no_main]
 
 use iggy_connector_fluss_sink::test_support::decode;
-use iggy_connector_fluss_sink::{MessageBatch, PayloadSchema, Source};
+use iggy_connector_fluss_sink::{MessageBatch, Source};
 use integration_tests::plugin::{TestMessage, encode};
 use libfuzzer_sys::fuzz_target;
 
@@ -18,18 +18,6 @@ fn source() -> Source {
         stream: "e2e".into(),
         topic: "orders".into(),
         partition: 0,
-    }
-}
-
-/// The runtime's index of `schema`.
-fn index(schema: PayloadSchema) -> u32 {
-    match schema {
-        PayloadSchema::Json => 0,
-        PayloadSchema::Raw => 1,
-        PayloadSchema::Text => 2,
-        PayloadSchema::Proto => 3,
-        PayloadSchema::FlatBuffer => 4,
-        PayloadSchema::Avro => 5,
     }
 }
 
@@ -59,7 +47,7 @@ fuzz_target!(|bytes: &[u8]| {
         return;
     };
     let decoded = messages(&batch);
-    let again = encode::raw_messages(index(schema), &decoded);
+    let again = encode::raw_messages(u32::from(schema.index()), &decoded);
     let (schema_again, batch_again) =
         decode::raw_messages(&again, source()).expect("what decoded, encoded again, decodes");
     assert_eq!(schema_again, schema);

@@ -3,21 +3,44 @@
 
 use std::ops::Range;
 
-/// The runtime's payload schema for a stream.
+/// The runtime's payload schema for a stream (its `Schema`, same order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum PayloadSchema {
     /// JSON (re-encoded compactly by the runtime).
-    Json,
+    Json = 0,
     /// Raw bytes.
-    Raw,
+    Raw = 1,
     /// UTF-8 text.
-    Text,
+    Text = 2,
     /// Protocol Buffers.
-    Proto,
+    Proto = 3,
     /// FlatBuffers.
-    FlatBuffer,
+    FlatBuffer = 4,
     /// Avro.
-    Avro,
+    Avro = 5,
+}
+
+impl PayloadSchema {
+    /// Every schema, in index order.
+    pub const ALL: [PayloadSchema; 6] = [
+        Self::Json,
+        Self::Raw,
+        Self::Text,
+        Self::Proto,
+        Self::FlatBuffer,
+        Self::Avro,
+    ];
+
+    /// The schema with the runtime's index `index`, if any.
+    pub fn from_index(index: u32) -> Option<Self> {
+        Self::ALL.get(index as usize).copied()
+    }
+
+    /// The runtime's index of this schema (also its tag in a spool record).
+    pub fn index(self) -> u8 {
+        self as u8
+    }
 }
 
 /// The kind of an Iggy header value (the runtime's `HeaderKind`, same order).

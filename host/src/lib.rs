@@ -46,7 +46,8 @@ pub use transform::cache::LoadSource;
 pub use transform::{Limits, LoadInfo, Transform, TransformError, TransformSpec, TransformStats, version_of};
 pub use writer::{
     AddedColumns, ArrowIpcPayloads, BatchRows, ClientError, ColumnChunks, FlussWriter, MadeRows,
-    SchemaChange, TableKind, TransformedChunks, WriteError, WriteReport, WriterSettings,
+    SchemaChange, TableKind, TransformedChunks, WriteError, WriteReport, WriteTarget, WriterSettings,
+    Writing,
 };
 
 /// The sink's internals that benchmarks and fuzz targets measure or feed

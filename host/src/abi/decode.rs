@@ -156,17 +156,10 @@ impl<'a> Reader<'a> {
 
     fn schema(&mut self) -> Result<PayloadSchema, DecodeError> {
         let at = self.pos;
-        Ok(match self.u32()? {
-            0 => PayloadSchema::Json,
-            1 => PayloadSchema::Raw,
-            2 => PayloadSchema::Text,
-            3 => PayloadSchema::Proto,
-            4 => PayloadSchema::FlatBuffer,
-            5 => PayloadSchema::Avro,
-            other => {
-                self.pos = at;
-                return Err(self.error(format!("unknown schema variant {other}")));
-            }
+        let index = self.u32()?;
+        PayloadSchema::from_index(index).ok_or_else(|| {
+            self.pos = at;
+            self.error(format!("unknown schema variant {index}"))
         })
     }
 

@@ -89,7 +89,7 @@ impl SpooledBatch {
         out.0.extend_from_slice(MAGIC);
         out.0.extend_from_slice(&[0; 8]);
         out.u64(self.spooled_at_micros);
-        out.u8(schema_tag(self.schema));
+        out.u8(self.schema.index());
         let b = &self.batch;
         out.str(&b.source.stream);
         out.str(&b.source.topic);
@@ -252,7 +252,9 @@ impl<'a> Decoder<'a> {
 
     fn record(&mut self) -> Result<SpooledBatch, String> {
         let spooled_at_micros = self.u64()?;
-        let schema = schema_of(self.u8()?)?;
+        let tag = self.u8()?;
+        let schema = PayloadSchema::from_index(u32::from(tag))
+            .ok_or_else(|| format!("payload schema {tag} is unknown"))?;
         let source = Source {
             stream: self.str()?,
             topic: self.str()?,
@@ -334,29 +336,6 @@ impl<'a> Decoder<'a> {
         let rows = RowBatch::from_encoded(bytes, tables, &counts)?;
         Ok((TransformOutput { outcomes, rows }, kind))
     }
-}
-
-fn schema_tag(schema: PayloadSchema) -> u8 {
-    match schema {
-        PayloadSchema::Json => 0,
-        PayloadSchema::Raw => 1,
-        PayloadSchema::Text => 2,
-        PayloadSchema::Proto => 3,
-        PayloadSchema::FlatBuffer => 4,
-        PayloadSchema::Avro => 5,
-    }
-}
-
-fn schema_of(tag: u8) -> Result<PayloadSchema, String> {
-    Ok(match tag {
-        0 => PayloadSchema::Json,
-        1 => PayloadSchema::Raw,
-        2 => PayloadSchema::Text,
-        3 => PayloadSchema::Proto,
-        4 => PayloadSchema::FlatBuffer,
-        5 => PayloadSchema::Avro,
-        _ => return Err(format!("payload schema {tag} is unknown")),
-    })
 }
 
 fn kind_tag(kind: DeadLetterKind) -> u8 {

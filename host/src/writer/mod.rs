@@ -53,7 +53,9 @@ pub use writes::chunks::AllMade;
 pub use writes::chunks::MadeChunks;
 #[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 pub use writes::finished::{ChunkFinisher, TransformedChunk};
-pub use writes::input::{ArrowIpcPayloads, BatchRows, ColumnChunks, MadeRows, TransformedChunks};
+pub use writes::input::{
+    ArrowIpcPayloads, BatchRows, ColumnChunks, MadeRows, TransformedChunks, WriteTarget, Writing,
+};
 
 /// The Arrow record batch the writer appends for `output`'s rows of the
 /// sink's own table (rows must fit `schema`; `arrow_schema` is Fluss's Arrow

@@ -21,17 +21,22 @@ use crate::writer::writes::chunks::{AllMade, MadeChunks};
 use crate::writer::writes::finished::TransformedChunk;
 use crate::writer::{FlussWriter, WriteError, WriteReport};
 
+/// Where and until when a batch's rows are written.
+pub struct WriteTarget<'a> {
+    writer: &'a FlussWriter,
+    batch: &'a MessageBatch,
+    table: &'a TablePath,
+    deadline: Deadline,
+}
+
+/// A write under way: what became of the batch's messages.
+pub type Writing<'a> = BoxFuture<'a, Result<WriteReport, WriteError>>;
+
 /// A batch's rows in one of the forms the writer takes.
 pub trait BatchRows<'a>: Send + 'a {
-    /// Writes these rows of `batch` to `table` and the tables the rows
-    /// name (see [`FlussWriter::write_within`]).
-    fn write_to(
-        self,
-        writer: &'a FlussWriter,
-        batch: &'a MessageBatch,
-        table: &'a TablePath,
-        deadline: Deadline,
-    ) -> BoxFuture<'a, Result<WriteReport, WriteError>>;
+    /// Writes these rows of the target's batch to its table and the tables
+    /// the rows name (see [`FlussWriter::write_within`]).
+    fn write_to(self, to: WriteTarget<'a>) -> Writing<'a>;
 }
 
 /// Rows made whole before the write (a spool replay, routed JSON, partial
@@ -53,15 +58,10 @@ impl MadeRows {
 }
 
 impl<'a> BatchRows<'a> for MadeRows {
-    fn write_to(
-        self,
-        writer: &'a FlussWriter,
-        batch: &'a MessageBatch,
-        table: &'a TablePath,
-        deadline: Deadline,
-    ) -> BoxFuture<'a, Result<WriteReport, WriteError>> {
+    fn write_to(self, to: WriteTarget<'a>) -> Writing<'a> {
         let chunks = AllMade(std::iter::once(Arc::new(TransformedChunk::from(self.rows))));
-        Box::pin(writer.write_transformed_within(batch, chunks, table, self.stage, deadline))
+        let (w, batch, table) = (to.writer, to.batch, to.table);
+        Box::pin(w.write_transformed_within(batch, chunks, table, self.stage, to.deadline))
     }
 }
 
@@ -76,14 +76,9 @@ pub struct TransformedChunks<C> {
 }
 
 impl<'a, C: MadeChunks<Chunk = Arc<TransformedChunk>> + 'a> BatchRows<'a> for TransformedChunks<C> {
-    fn write_to(
-        self,
-        writer: &'a FlussWriter,
-        batch: &'a MessageBatch,
-        table: &'a TablePath,
-        deadline: Deadline,
-    ) -> BoxFuture<'a, Result<WriteReport, WriteError>> {
-        Box::pin(writer.write_transformed_within(batch, self.chunks, table, self.stage, deadline))
+    fn write_to(self, to: WriteTarget<'a>) -> Writing<'a> {
+        let (w, batch, table) = (to.writer, to.batch, to.table);
+        Box::pin(w.write_transformed_within(batch, self.chunks, table, self.stage, to.deadline))
     }
 }
 
@@ -94,14 +89,11 @@ impl<'a, C: MadeChunks<Chunk = Arc<TransformedChunk>> + 'a> BatchRows<'a> for Tr
 pub struct ColumnChunks<C>(pub C);
 
 impl<'a, C: MadeChunks<Chunk = ColumnOutput> + 'a> BatchRows<'a> for ColumnChunks<C> {
-    fn write_to(
-        self,
-        writer: &'a FlussWriter,
-        batch: &'a MessageBatch,
-        table: &'a TablePath,
-        deadline: Deadline,
-    ) -> BoxFuture<'a, Result<WriteReport, WriteError>> {
-        Box::pin(writer.write_columns_within(batch, self.0, table, deadline))
+    fn write_to(self, to: WriteTarget<'a>) -> Writing<'a> {
+        Box::pin(
+            to.writer
+                .write_columns_within(to.batch, self.0, to.table, to.deadline),
+        )
     }
 }
 
@@ -110,14 +102,11 @@ impl<'a, C: MadeChunks<Chunk = ColumnOutput> + 'a> BatchRows<'a> for ColumnChunk
 ///
 /// [`TableKind::KeyedRows`]: crate::writer::TableKind::KeyedRows
 impl<'a> BatchRows<'a> for KeyedOutput {
-    fn write_to(
-        self,
-        writer: &'a FlussWriter,
-        batch: &'a MessageBatch,
-        table: &'a TablePath,
-        deadline: Deadline,
-    ) -> BoxFuture<'a, Result<WriteReport, WriteError>> {
-        Box::pin(writer.write_keyed_within(batch, self, table, deadline))
+    fn write_to(self, to: WriteTarget<'a>) -> Writing<'a> {
+        Box::pin(
+            to.writer
+                .write_keyed_within(to.batch, self, to.table, to.deadline),
+        )
     }
 }
 
@@ -126,14 +115,8 @@ impl<'a> BatchRows<'a> for KeyedOutput {
 pub struct ArrowIpcPayloads;
 
 impl<'a> BatchRows<'a> for ArrowIpcPayloads {
-    fn write_to(
-        self,
-        writer: &'a FlussWriter,
-        batch: &'a MessageBatch,
-        table: &'a TablePath,
-        deadline: Deadline,
-    ) -> BoxFuture<'a, Result<WriteReport, WriteError>> {
-        Box::pin(writer.write_arrow_ipc_within(batch, table, deadline))
+    fn write_to(self, to: WriteTarget<'a>) -> Writing<'a> {
+        Box::pin(to.writer.write_arrow_ipc_within(to.batch, to.table, to.deadline))
     }
 }
 
@@ -149,7 +132,13 @@ impl FlussWriter {
         table: &'a TablePath,
         deadline: Deadline,
     ) -> Result<WriteReport, WriteError> {
-        rows.write_to(self, batch, table, deadline).await
+        let to = WriteTarget {
+            writer: self,
+            batch,
+            table,
+            deadline,
+        };
+        rows.write_to(to).await
     }
 
     /// [`FlussWriter::write_within`] within `delivery_timeout`.
