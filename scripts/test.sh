@@ -39,13 +39,16 @@ cargo clippy --all-targets -- -D warnings
 echo "== cargo clippy on the fuzz targets (their own workspace, checked with the main build's folder)"
 (cd fuzz && CARGO_TARGET_DIR="$PWD/../target" cargo clippy --all-targets -- -D warnings)
 
-echo "== build the transforms (installs the wasm guest toolchain if missing)"
+echo "== the wasm32-wasip2 target (rustup), for the Rust transforms and their lints"
+rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+
+echo "== build the transforms (installs the other languages' guest toolchains if missing)"
 cargo xtask build-transforms
 
-echo "== cargo clippy on the transforms (their own workspace)"
-# Checked for the host's target: the guest toolchain may be Debian's
-# rustc-web, which has no clippy; the code is the same for both targets.
+echo "== cargo clippy on the transforms (their own workspace), for the host and for WebAssembly"
+# WebAssembly-only code (cfg(target_arch = "wasm32")) is linted only by the second.
 (cd transforms && cargo clippy --all-targets -- -D warnings)
+(cd transforms && cargo clippy --target wasm32-wasip2 --all-targets -- -D warnings)
 
 echo "== the real Iggy server and connectors runtime need libhwloc15 and libudev1"
 install_iggy_libs

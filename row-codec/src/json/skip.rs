@@ -9,6 +9,7 @@ use super::JsonParser;
 /// How deep [`Skip`] follows nested arrays and objects under sonic-rs
 /// before it gives up (below serde_json's own limit of 128, so that
 /// serde_json, which reads such a payload again, decides there).
+#[cfg(not(target_arch = "wasm32"))]
 const MAX_SKIP_DEPTH: usize = 100;
 
 /// Skips one JSON value. Nested values go through `deserialize_any` with a
