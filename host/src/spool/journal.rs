@@ -251,7 +251,7 @@ impl Journal {
     }
 
     fn forget(&self, file: &RecordFile) {
-        let _ = self.bytes.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| {
+        let _ = self.bytes.try_update(Ordering::SeqCst, Ordering::SeqCst, |b| {
             Some(b.saturating_sub(file.bytes))
         });
     }

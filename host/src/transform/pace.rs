@@ -25,7 +25,7 @@ impl Pace {
         let measured = (took.as_nanos() / messages as u128).clamp(1, u64::MAX as u128) as u64;
         let _ = self
             .ns_per_message
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |known| {
+            .try_update(Ordering::Relaxed, Ordering::Relaxed, |known| {
                 Some(match known {
                     0 => measured,
                     known if measured >= known => measured,
