@@ -413,5 +413,7 @@ fn the_sink_recovers_from_lost_tablet_servers_within_twice_fluss_rs_alone() {
         cases[0].1.sink_spooling > Duration::ZERO,
         "the kill never made the sink spool: the test cannot tell a slow recovery from none"
     );
-    routed::a_lost_tables_server_does_not_stall_the_other_tables(&cluster);
+    for routing in [routed::Routing::Json, routed::Routing::Transform] {
+        routed::a_lost_tables_server_does_not_stall_the_other_tables(&cluster, routing);
+    }
 }

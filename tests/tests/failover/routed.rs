@@ -7,7 +7,10 @@
 //! server is stopped with `TERM`: with one replica, a `KILL` lost 800 of
 //! `a`'s rows in one run, all sent in the two seconds before it and not in
 //! the table once the server was back. While `a` cannot be written (its
-//! batches spooled, in order), `b`'s batches must go on.
+//! batches spooled, in order), `b`'s batches must go on. The rows are
+//! routed either by the JSON mapping (`dynamic_routing`) or by a transform
+//! (the `tenant-router` component), whose tables the spool learns only from
+//! the rows the guest made.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,6 +30,19 @@ use super::{
     BEFORE, DATABASE, DELIVERY_TIMEOUT, PER_BATCH, SCRAPE_PACE, assert_at_most_in_flight_batches_repeat,
     consume_at_pace, create_table, fluss_path, wait_for_drain,
 };
+
+/// Who routes each row to its table.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Routing {
+    /// The JSON mapping, by the payload's `fluss_table` (`dynamic_routing`).
+    Json,
+    /// The `tenant-router` component, by the payload's `tenant`.
+    Transform,
+}
+
+/// The table names' prefix the `tenant-router` is given: `a` and `b` are
+/// `<prefix><tenant>`.
+const TENANT_PREFIX: &str = "routed_";
 
 /// How long `a`'s server stays down once Fluss has seen it go.
 const DOWN: Duration = Duration::from_secs(10);
@@ -94,7 +110,9 @@ fn routed_stream(plugin: &Plugin, id: u32, tables: [&TablePath; 2], stop: &Atomi
         let to = ((next / PER_BATCH) % 2) as usize;
         let messages: Vec<TestMessage> = (next..next + PER_BATCH)
             .map(|i| {
-                let payload = format!(r#"{{"id":{i},"name":"n{i}","fluss_table":"{}"}}"#, tables[to]);
+                let (table, tenant) = (tables[to], &tables[to].table[TENANT_PREFIX.len()..]);
+                let payload =
+                    format!(r#"{{"id":{i},"name":"n{i}","fluss_table":"{table}","tenant":"{tenant}"}}"#);
                 TestMessage::text(i, &payload)
             })
             .collect();
@@ -115,8 +133,8 @@ fn tables_led_apart(
     for _ in 0..10 {
         let suffix = format!("{:08x}", fastrand::u32(..));
         let (a, b) = (
-            TablePath::new(DATABASE, format!("routed_a_{suffix}")),
-            TablePath::new(DATABASE, format!("routed_b_{suffix}")),
+            TablePath::new(DATABASE, format!("{TENANT_PREFIX}a_{suffix}")),
+            TablePath::new(DATABASE, format!("{TENANT_PREFIX}b_{suffix}")),
         );
         let (leader_a, leader_b) = runtime.block_on(async {
             (
@@ -137,8 +155,9 @@ fn tables_led_apart(
 /// its server is back; then both read back, every message once (but the
 /// batch on the wire when `a`'s server stopped, see
 /// [`assert_at_most_in_flight_batches_repeat`]).
-pub(super) fn a_lost_tables_server_does_not_stall_the_other_tables(cluster: &LocalCluster) {
-    let case = "one routed table's tablet server stopped (TERM), another table's not";
+pub(super) fn a_lost_tables_server_does_not_stall_the_other_tables(cluster: &LocalCluster, routing: Routing) {
+    let case =
+        &format!("one table's tablet server stopped (TERM), another table's not, routed by {routing:?}");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -149,7 +168,7 @@ pub(super) fn a_lost_tables_server_does_not_stall_the_other_tables(cluster: &Loc
     let plugin = Plugin::load();
     let metrics = format!("127.0.0.1:{}", free_port());
     let spool = tempfile::tempdir().unwrap();
-    let config = json!({
+    let mut config = json!({
         "bootstrap_servers": cluster.bootstrap(),
         "database": a.database,
         "table": a.table,
@@ -163,6 +182,14 @@ pub(super) fn a_lost_tables_server_does_not_stall_the_other_tables(cluster: &Loc
         "metrics_address": metrics,
         "spool": {"path": spool.path().display().to_string()}
     });
+    if let Routing::Transform = routing {
+        config["dynamic_routing"] = json!(false);
+        config["transform"] = json!({
+            "path": integration_tests::component("tenant-router"),
+            "cache_dir": integration_tests::test_cache_dir(),
+            "config": {"prefix": TENANT_PREFIX}
+        });
+    }
     let id = plugin.open_new(&config);
     let stop = Arc::new(AtomicBool::new(false));
     let (sent, acks, began, end) = std::thread::scope(|s| {
