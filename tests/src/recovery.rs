@@ -39,12 +39,13 @@ fn direct_batch(schema: &SchemaRef, first: u64, rows: u64) -> RecordBatch {
 }
 
 /// fluss-rs alone at its best: appends a batch of `rows` rows to log table
-/// `path` (`id BIGINT, name STRING`), awaits its acknowledgement with a
-/// flush, and again `pace` later, until `stop`; each acknowledgement's time
-/// in `acks`.
+/// `path` (`id BIGINT, name STRING`, ids from `first_id` on), awaits its
+/// acknowledgement with a flush, and again `pace` later, until `stop`; each
+/// acknowledgement's time in `acks`.
 pub async fn direct_writes(
     bootstrap: String,
     path: TablePath,
+    first_id: u64,
     rows: u64,
     pace: Duration,
     stop: Arc<AtomicBool>,
@@ -57,7 +58,7 @@ pub async fn direct_writes(
         .unwrap();
     let schema = fluss::record::to_arrow_schema(table.get_table_info().row_type()).unwrap();
     let writer = table.new_append().unwrap().create_writer().unwrap();
-    let mut first = 0;
+    let mut first = first_id;
     while !stop.load(Ordering::SeqCst) {
         let ack = writer
             .append_arrow_batch(direct_batch(&schema, first, rows))

@@ -213,8 +213,9 @@ impl TransformOutput {
             }
         }
         let sink_written = written[DEFAULT_TABLE as usize];
-        let routed =
-            (self.rows.tables().iter().zip(&written[1..])).filter_map(|(name, &w)| w.then(|| name.clone()));
+        let routed = (self.rows.tables().iter().zip(&written[1..]))
+            .filter(|(_, w)| **w)
+            .map(|(name, _)| name.clone());
         routed.chain(sink_written.then(|| sink.to_string())).collect()
     }
 
