@@ -12,7 +12,8 @@
 # leaves its input in fuzz/artifacts/<target>/ and fails the script.
 #
 # Environment: FUZZ_PROFILE=dev builds without optimisations (a quicker
-# build for a smoke; CI uses it), FUZZ_SANITIZER=address builds with
+# build for a smoke; CI uses it; with cargo's CARGO_PROFILE_DEV_OPT_LEVEL=1,
+# optimised and with debug assertions), FUZZ_SANITIZER=address builds with
 # AddressSanitizer (the long runs use it), FUZZ_JOBS=N runs `long` in N processes
 # sharing the corpus (RUNS split between them), FUZZ_MAX_SECONDS caps each
 # target's `long` run.
