@@ -209,6 +209,13 @@ fn nesting_past_any_stack_is_refused_not_a_crash() {
                 let refusal = mapped(JsonParser::Sonic, deep(field).as_bytes()).unwrap_err();
                 assert!(refusal.starts_with("payload is not valid JSON"), "{refusal}");
             }
+            // Found by fuzzing (AddressSanitizer, 1,860 levels): a field
+            // without a column, refused when new fields add columns, was
+            // skipped by sonic-rs's own recursion.
+            let refusing = JsonMapper::new(columns())
+                .with_parser(JsonParser::Sonic)
+                .unknown_fields(fluss_row_codec::json::UnknownFields::Refuse);
+            assert!(mapped_by(refusing, deep("ignored").as_bytes()).is_err());
             // Found by fuzzing (a debug build overflowed at 200 levels): a
             // payload that is itself a deep array, not an object.
             for payload in [

@@ -66,6 +66,34 @@ impl<'de> Visitor<'de> for Skip {
     }
 }
 
+/// Skips one JSON value as [`Skip`] does (with its depth limit); whether
+/// it was anything but `null`.
+#[derive(Clone, Copy)]
+pub(super) struct SkipNonNull(pub(super) Skip);
+
+impl<'de> DeserializeSeed<'de> for SkipNonNull {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SkipNonNull {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_none<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        self.0.deserialize(d).map(|()| true)
+    }
+}
+
 impl Skip {
     pub(super) fn for_parser(parser: JsonParser) -> Self {
         let limit = match parser {

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
 use super::convert::ValueSeed;
-use super::skip::Skip;
+use super::skip::{Skip, SkipNonNull};
 use super::{JsonMapper, MapError, Typed, UnknownFields};
 
 /// Reads one JSON object with `de` into `visitor`, then the end of the input.
@@ -74,7 +74,9 @@ impl<'de> Visitor<'de> for ObjectVisitor<'_, 'de> {
                 None if self.mapper.unknown == UnknownFields::Refuse => {
                     // Read again for its name: only in this mode, and only
                     // for a field the table lacks.
-                    if map.next_value::<Option<de::IgnoredAny>>()?.is_some() {
+                    // Skipped with the depth limit: sonic-rs's own skipping
+                    // recurses without one.
+                    if map.next_value_seed(SkipNonNull(self.skip))? {
                         *self.failure = Some(MapError::UnknownField(unknown_key.take().unwrap_or_default()));
                         return Err(de::Error::custom("field without a column"));
                     }
