@@ -85,7 +85,7 @@ fn fluss_path(path: &TablePath) -> FlussPath {
 
 /// The tablet servers leading each bucket of `path`, once each has one (a
 /// new table's buckets get their leaders a moment after it is made).
-async fn leaders(bootstrap: &str, path: &TablePath) -> Vec<i32> {
+async fn leaders(bootstrap: &str, path: &TablePath, buckets: i32) -> Vec<i32> {
     let conn = connection_to(bootstrap).await;
     let table = conn.get_table(&fluss_path(path)).await.unwrap();
     let id = table.get_table_info().table_id;
@@ -93,7 +93,7 @@ async fn leaders(bootstrap: &str, path: &TablePath) -> Vec<i32> {
     loop {
         let metadata = conn.get_metadata();
         let cluster = metadata.get_cluster();
-        let leaders: Option<Vec<i32>> = (0..3)
+        let leaders: Option<Vec<i32>> = (0..buckets)
             .map(|b| cluster.leader_for(&TableBucket::new(id, b)).map(|node| node.id()))
             .collect();
         if let Some(leaders) = leaders {
@@ -184,7 +184,7 @@ fn measure(cluster: &LocalCluster, disturbance: Disturbance) -> Recovery {
     // Each batch of either lands whole in one bucket.
     let sunk = TablePath::new(DATABASE, format!("shared_{:08x}", fastrand::u32(..)));
     runtime.block_on(create_table(&bootstrap, &sunk, 3, &[], None));
-    let leaders = runtime.block_on(leaders(&bootstrap, &sunk));
+    let leaders = runtime.block_on(leaders(&bootstrap, &sunk, 3));
     let victim = leaders[0];
     eprintln!("{case}: bucket leaders {leaders:?}");
 

@@ -17,9 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fluss::metadata::TableBucket;
 use iggy_connector_fluss_sink::TablePath;
-use integration_tests::fluss_cluster::connection_to;
 use integration_tests::local_cluster::LocalCluster;
 use integration_tests::plugin::{Plugin, TestMessage};
 use integration_tests::recovery::longest_stall;
@@ -28,7 +26,7 @@ use serde_json::json;
 
 use super::{
     BEFORE, DATABASE, DELIVERY_TIMEOUT, PER_BATCH, SCRAPE_PACE, assert_at_most_in_flight_batches_repeat,
-    consume_at_pace, create_table, fluss_path, wait_for_drain,
+    consume_at_pace, create_table, leaders, wait_for_drain,
 };
 
 /// Who routes each row to its table.
@@ -51,23 +49,7 @@ const DOWN: Duration = Duration::from_secs(10);
 /// its leader (the server holding it).
 async fn one_bucket_table(bootstrap: &str, path: &TablePath) -> i32 {
     create_table(bootstrap, path, 1, &[], Some(1)).await;
-    let conn = connection_to(bootstrap).await;
-    let table = conn.get_table(&fluss_path(path)).await.unwrap();
-    let bucket = TableBucket::new(table.get_table_info().table_id, 0);
-    // A new table's bucket gets its leader a moment after it is made.
-    let asked = Instant::now();
-    loop {
-        let metadata = conn.get_metadata();
-        if let Some(leader) = metadata.get_cluster().leader_for(&bucket) {
-            return leader.id();
-        }
-        assert!(
-            asked.elapsed() < Duration::from_secs(30),
-            "table {path} has no leader 30 s after it was made"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let _ = metadata.update_table_metadata(&fluss_path(path)).await;
-    }
+    leaders(bootstrap, path, 1).await[0]
 }
 
 /// Instance `id`'s acknowledged rows of `table` at `address` now.
