@@ -62,11 +62,19 @@ export FLUSS_BOOTSTRAP=127.0.0.1:9123
 # The spools of the tests' instances (one folder per table) stay in target/.
 export XDG_STATE_HOME="$PWD/target/test-state"
 
-echo "== build the plugin library (the dlopen tests load it as the runtime does) and the capture plugin"
-cargo build -p iggy_connector_fluss_sink -p runtime-capture
+echo "== build the plugin library (the dlopen tests load it as the runtime does), the capture plugin and the tests"
+# One build of the whole workspace: built alone (-p), the plugin resolves its
+# dependencies' features apart from the tests' and compiles a second copy of
+# wasmtime, arrow, fluss-rs and about 50 more crates.
+cargo build --workspace --all-targets
 
 echo "== fuzz smoke: every fuzz target for 30 s from its kept corpus (scripts/fuzz.sh)"
 FUZZ_PROFILE=dev scripts/fuzz.sh smoke 30
 
 echo "== cargo test (each test binary bounded: a hang fails within 15 minutes, named)"
-cargo xtask test --per-binary 15m --workspace --all-targets
+# Two binaries at a time: most tests wait on Fluss, deadlines and restarts,
+# not on the CPU. The failover test compares recovery times, so it runs with
+# nothing beside it; the Iggy runtime's binaries share the server's fixed
+# ports, so they run one after another.
+cargo xtask test --per-binary 15m --jobs 2 --alone failover --one-at-a-time 'iggy_runtime*' \
+  --workspace --all-targets

@@ -11,8 +11,10 @@
 //!
 //! With no language named, all of them are built.
 //!
-//! `cargo xtask test [--per-binary DURATION] [CARGO TEST ARGS...]` runs the
-//! tests with a time bound on each test binary (see `bounded_test`).
+//! `cargo xtask test [--per-binary DURATION] [--jobs N] [--alone PATTERN]...
+//! [--one-at-a-time PATTERN]... [CARGO TEST ARGS...]` runs the tests with a
+//! time bound on each test binary, up to N binaries at once (see
+//! `bounded_test` and `test_lanes`).
 
 mod bounded_test;
 mod c;
@@ -20,6 +22,7 @@ mod go;
 mod js;
 mod python;
 mod rust;
+mod test_lanes;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -35,7 +38,7 @@ fn main() -> ExitCode {
         Some((task, languages)) if task == "build-transforms" => build_transforms(languages),
         Some((task, cargo_args)) if task == "test" => bounded_test::run(cargo_args),
         _ => Err(format!(
-            "usage: cargo xtask build-transforms [{}]...\n       cargo xtask test [--per-binary DURATION] [CARGO TEST ARGS...]",
+            "usage: cargo xtask build-transforms [{}]...\n       cargo xtask test [--per-binary DURATION] [--jobs N] [--alone PATTERN]... [--one-at-a-time PATTERN]... [CARGO TEST ARGS...]",
             LANGUAGES.join("|")
         )),
     };
