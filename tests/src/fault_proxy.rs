@@ -3,7 +3,9 @@
 //! It listens on one port and forwards every connection to one upstream
 //! address, byte for byte, until a test sets a [`Fault`] on one direction:
 //! then it stalls (holds the bytes, answers nothing, keeps the socket open),
-//! trickles them, delays them, drops them, or resets both sockets. A fault
+//! trickles them, delays them, drops them, or resets both sockets; or it
+//! stalls only the connections open at that moment, for good, and passes
+//! the ones opened later. A fault
 //! set mid-request takes effect on the next chunk that direction reads, so a
 //! stall can land in the middle of a large append. Every forwarded byte is
 //! counted per direction, so a test can show where its fault landed.
@@ -55,6 +57,9 @@ struct Shared {
     /// What remains of a `StallAfter` budget, per direction.
     budget: [AtomicU64; 2],
     forwarded: [AtomicU64; 2],
+    /// Per direction: connections numbered below this stall in it, whatever
+    /// the fault (see [`FaultProxy::stall_open`]); 0 stalls none.
+    stalled_below: [AtomicU64; 2],
     connections: AtomicU64,
     resets: AtomicU64,
     stopping: AtomicBool,
@@ -98,6 +103,7 @@ impl FaultProxy {
             faults: Mutex::new([Fault::Pass; 2]),
             budget: [AtomicU64::new(0), AtomicU64::new(0)],
             forwarded: [AtomicU64::new(0), AtomicU64::new(0)],
+            stalled_below: [AtomicU64::new(0), AtomicU64::new(0)],
             connections: AtomicU64::new(0),
             resets: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
@@ -119,6 +125,15 @@ impl FaultProxy {
     /// Sets what happens to the bytes of `direction` from their next chunk on.
     pub fn set(&self, direction: Direction, fault: Fault) {
         self.shared.set(direction, fault);
+    }
+
+    /// Stalls `direction` on every connection open now, for good (a peer
+    /// that hangs without closing the socket), while connections opened
+    /// later pass: what only a client that gives up on a connection and
+    /// opens another gets through.
+    pub fn stall_open(&self, direction: Direction) {
+        let open = self.shared.connections.load(Ordering::SeqCst);
+        self.shared.stalled_below[index(direction)].store(open + 1, Ordering::SeqCst);
     }
 
     /// Both directions back to [`Fault::Pass`].
@@ -158,7 +173,8 @@ fn accept_loop(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>)
     while !shared.stopping.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((client, _)) => {
-                shared.connections.fetch_add(1, Ordering::SeqCst);
+                // Numbered from 1, in the order accepted.
+                let number = shared.connections.fetch_add(1, Ordering::SeqCst) + 1;
                 let Ok(server) = TcpStream::connect_timeout(&upstream, Duration::from_secs(5)) else {
                     continue; // the client sees its connection closed, as with a dead server
                 };
@@ -174,8 +190,8 @@ fn accept_loop(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>)
                     open.push(Arc::downgrade(&server));
                 }
                 let was_reset = Arc::new(AtomicBool::new(false));
-                spawn_pump(&client, &server, Direction::ToServer, &shared, &was_reset);
-                spawn_pump(&server, &client, Direction::ToClient, &shared, &was_reset);
+                spawn_pump(&client, &server, Direction::ToServer, number, &shared, &was_reset);
+                spawn_pump(&server, &client, Direction::ToClient, number, &shared, &was_reset);
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(10)),
             Err(_) => thread::sleep(Duration::from_millis(10)),
@@ -187,23 +203,33 @@ fn spawn_pump(
     from: &Arc<TcpStream>,
     to: &Arc<TcpStream>,
     direction: Direction,
+    number: u64,
     shared: &Arc<Shared>,
     was_reset: &Arc<AtomicBool>,
 ) {
     let (from, to, shared, was_reset) = (from.clone(), to.clone(), shared.clone(), was_reset.clone());
-    thread::spawn(move || pump(&from, &to, direction, &shared, &was_reset));
+    let link = Link { direction, number };
+    thread::spawn(move || pump(&from, &to, link, &shared, &was_reset));
+}
+
+/// One direction of one connection.
+#[derive(Clone, Copy)]
+struct Link {
+    direction: Direction,
+    /// The connection's number, from 1 in the order accepted.
+    number: u64,
 }
 
 /// Copies `from` to `to` under the direction's fault until either side
 /// closes; passes the close on (FIN), unless the fault reset the connection.
-fn pump(from: &TcpStream, to: &TcpStream, direction: Direction, shared: &Shared, was_reset: &AtomicBool) {
+fn pump(from: &TcpStream, to: &TcpStream, link: Link, shared: &Shared, was_reset: &AtomicBool) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = match (&*from).read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        match deliver(&buf[..n], to, from, direction, shared) {
+        match deliver(&buf[..n], to, from, link, shared) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::ConnectionReset => {
                 was_reset.store(true, Ordering::SeqCst);
@@ -223,13 +249,18 @@ fn deliver(
     mut chunk: &[u8],
     to: &TcpStream,
     from: &TcpStream,
-    direction: Direction,
+    link: Link,
     shared: &Shared,
 ) -> std::io::Result<()> {
+    let Link { direction, number } = link;
     let i = index(direction);
     while !chunk.is_empty() {
         if shared.stopping.load(Ordering::SeqCst) {
             return Err(ErrorKind::ConnectionAborted.into());
+        }
+        if number < shared.stalled_below[i].load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(20));
+            continue;
         }
         let take = match shared.fault(direction) {
             Fault::Pass => chunk.len(),

@@ -327,6 +327,66 @@ fn close_while_the_tablet_hangs(suite: &mut Suite) {
     assert_eq!(suite.plugin.close(id), 0);
 }
 
+/// `request_timeout` of the instances of [`a_connection_that_never_answers_is_replaced`].
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The connections open to the tablet server hang for good (`stalled`
+/// ways held, sockets open) while new ones pass, with the spool on: the
+/// batch is spooled at its deadline and a second one queued behind it. The
+/// first attempt holds the queue until it has waited `request_timeout`;
+/// then the sink closes the hung connections and the client sends the
+/// append again on a new one, with the sequence number it had. Every row
+/// lands once: when only the answer was held, the request had reached
+/// Fluss, and the resend is acknowledged as a duplicate. The spool drains
+/// within `request_timeout` and a few seconds (the acknowledgement is
+/// looked at every 2 s, then the client reconnects and sends again).
+fn a_connection_that_never_answers_is_replaced(suite: &mut Suite, stalled: &[Direction], case: &'static str) {
+    let path = unique_table("unanswered");
+    let spool = tempfile::tempdir().expect("a spool folder");
+    let mut config = suite.config(&path);
+    config["spool"] = json!({"mode": "on_failure", "path": spool.path().join("s")});
+    config["request_timeout"] = json!(format!("{}s", REQUEST_TIMEOUT.as_secs()));
+    let id = suite.plugin.open_new(&config);
+    assert_eq!(suite.consume(id, &messages(0, 10, 20)).0, 0, "the warm-up batch");
+    let connections = suite.proxy.connections();
+
+    for direction in stalled {
+        suite.proxy.stall_open(*direction);
+    }
+    let stalled_at = Instant::now();
+    let (code, took) = suite.consume(id, &messages(10, 100, 20));
+    assert_eq!(code, 0, "the batch is spooled at its deadline");
+    assert_prompt(case, took, DEADLINE);
+    assert_eq!(
+        suite.consume(id, &messages(110, 10, 20)).0,
+        0,
+        "the next batch is queued"
+    );
+
+    let bound = REQUEST_TIMEOUT + Duration::from_secs(15);
+    let drained = format!("the spool of table {path} has drained");
+    while logged(&drained).is_empty() {
+        assert!(
+            stalled_at.elapsed() < bound,
+            "{case}: the spool did not drain within {bound:?} of the hang: {:?}",
+            logged(&format!("instance={id}"))
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    suite.record(case, stalled_at.elapsed());
+    assert!(
+        !logged(&format!("Fluss has not answered a write to table {path}")).is_empty(),
+        "{case}: the sink says why it closed the connections"
+    );
+    assert!(
+        suite.proxy.connections() > connections,
+        "{case}: the client opened a new connection"
+    );
+    let ids = suite.ids_in(&path, 120);
+    assert_accounting(case, &ids, &[(0..120, Once)]);
+    assert_eq!(suite.plugin.close(id), 0);
+}
+
 /// `close` while a consume is provably in flight (its append is on the
 /// wire and each response held back 300 ms): close waits for it, the
 /// consume finishes its batch, and a consume after the close is refused.
@@ -403,6 +463,16 @@ fn every_promise_holds_when_the_network_misbehaves() {
         "connection reset while the request is sent",
     );
     slow_network(&mut suite);
+    a_connection_that_never_answers_is_replaced(
+        &mut suite,
+        &[Direction::ToServer, Direction::ToClient],
+        "connection hung both ways, spooled batch sent again on a new one",
+    );
+    a_connection_that_never_answers_is_replaced(
+        &mut suite,
+        &[Direction::ToClient],
+        "answer lost on a hung connection, the append sent again (a duplicate Fluss drops)",
+    );
     close_while_the_tablet_hangs(&mut suite);
     close_during_a_consume_waits_for_it(&mut suite);
     eprintln!("\nnetwork fault | time");

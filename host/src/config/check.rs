@@ -16,6 +16,7 @@ impl SinkConfig {
         }
         for (name, value) in [
             ("delivery_timeout", self.delivery_timeout),
+            ("request_timeout", self.request_timeout),
             ("open_timeout", self.open_timeout),
             ("close_timeout", self.close_timeout),
         ] {

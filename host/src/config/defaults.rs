@@ -15,6 +15,12 @@ pub(crate) const OP_HEADER: &str = "op";
 pub(crate) const ROUTE_FIELD: &str = "fluss_table";
 /// `delivery_timeout`: the deadline of one `consume`.
 pub(crate) const DELIVERY_TIMEOUT: Duration = Duration::from_secs(120);
+/// `request_timeout`: how long a write may wait for Fluss's answer before
+/// the client's connections to the tablet servers are closed and its
+/// requests sent again on new ones. Above the 30 s fluss-rs gives a tablet
+/// server to answer an append, so that only a request or an answer lost on
+/// the way (a peer that hangs without closing the socket) gets there.
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(40);
 /// `open_timeout`: the deadline of `open`.
 pub(crate) const OPEN_TIMEOUT: Duration = Duration::from_secs(60);
 /// `close_timeout`: the longest `close` waits.
@@ -86,6 +92,7 @@ mod readme {
             ("op_header", OP_HEADER.into()),
             ("dynamic_route_field", ROUTE_FIELD.into()),
             ("delivery_timeout", duration(DELIVERY_TIMEOUT)),
+            ("request_timeout", duration(REQUEST_TIMEOUT)),
             ("open_timeout", duration(OPEN_TIMEOUT)),
             ("close_timeout", duration(CLOSE_TIMEOUT)),
             ("schema_refresh_interval", duration(SCHEMA_REFRESH_INTERVAL)),

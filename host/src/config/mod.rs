@@ -279,6 +279,11 @@ pub struct SinkConfig {
     /// The longest a batch may take to be acknowledged, retries included.
     #[serde(default = "default_delivery_timeout", with = "duration")]
     pub delivery_timeout: Duration,
+    /// How long a write may wait for Fluss's answer before the client's
+    /// connections to the tablet servers are replaced and its requests sent
+    /// again (fluss-rs's idempotent writer keeps that from duplicating rows).
+    #[serde(default = "default_request_timeout", with = "duration")]
+    pub request_timeout: Duration,
     /// Retries of a write that failed transiently.
     #[serde(default = "default_max_retries")]
     pub max_retries: u32,
@@ -325,6 +330,9 @@ fn default_op_header() -> String {
 }
 fn default_delivery_timeout() -> Duration {
     defaults::DELIVERY_TIMEOUT
+}
+fn default_request_timeout() -> Duration {
+    defaults::REQUEST_TIMEOUT
 }
 fn default_max_retries() -> u32 {
     defaults::MAX_RETRIES

@@ -63,6 +63,7 @@ impl SinkConfig {
                 .clone()
                 .zip(self.sasl_password.as_ref().map(|p| p.expose().to_string())),
             delivery_timeout: self.delivery_timeout,
+            request_timeout: self.request_timeout,
             max_retries: self.max_retries,
             retry_backoff: self.retry_backoff,
             buffer_wait_timeout: self.buffer_wait_timeout,

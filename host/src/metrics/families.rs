@@ -35,6 +35,7 @@ pub(super) struct Families {
     pub(super) transform_faults: Family<Labels, Counter>,
     pub(super) ack_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     pub(super) retries: Family<Labels, Counter>,
+    pub(super) connections_replaced: Family<Labels, Counter>,
     pub(super) in_flight: Family<Labels, Gauge>,
     pub(super) transform_version: Family<Labels, Gauge>,
     pub(super) reloads: Family<Labels, Counter>,
@@ -63,6 +64,7 @@ pub(super) fn families() -> &'static Families {
             transform_faults: Family::default(),
             ack_seconds: Family::new_with_constructor(histogram_from_50us),
             retries: Family::default(),
+            connections_replaced: Family::default(),
             in_flight: Family::default(),
             transform_version: Family::default(),
             reloads: Family::default(),
@@ -129,6 +131,11 @@ pub(super) fn families() -> &'static Families {
             "write_retries",
             "Writes sent again after a transient error",
             f.retries.clone(),
+        );
+        registry.register(
+            "connections_replaced",
+            "Connections to tablet servers closed because a write waited request_timeout for its answer",
+            f.connections_replaced.clone(),
         );
         registry.register(
             "messages_in_flight",

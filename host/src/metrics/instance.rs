@@ -25,6 +25,7 @@ pub struct InstanceMetrics {
     transform_faults: Counter,
     ack_seconds: Histogram,
     retries: Counter,
+    connections_replaced: Counter,
     in_flight: Gauge,
     reloads_ok: Counter,
     reloads_refused: Counter,
@@ -59,6 +60,7 @@ impl InstanceMetrics {
             transform_faults: f.transform_faults.get_or_create_owned(&only),
             ack_seconds: f.ack_seconds.get_or_create_owned(&only),
             retries: f.retries.get_or_create_owned(&only),
+            connections_replaced: f.connections_replaced.get_or_create_owned(&only),
             in_flight: f.in_flight.get_or_create_owned(&only),
             reloads_ok: f.reloads.get_or_create_owned(&with(&[("result", "ok")])),
             reloads_refused: f.reloads.get_or_create_owned(&with(&[("result", "refused")])),
@@ -146,6 +148,12 @@ impl InstanceMetrics {
         self.retries.inc_by(count);
     }
 
+    /// `count` connections to tablet servers were closed because a write
+    /// waited `request_timeout` for its answer.
+    pub fn connections_replaced(&self, count: u64) {
+        self.connections_replaced.inc_by(count);
+    }
+
     /// `version` is the transform in force.
     pub fn transform_version(&self, version: &str) {
         let f = families();
@@ -221,6 +229,7 @@ impl Drop for InstanceMetrics {
             &f.filtered,
             &f.transform_faults,
             &f.retries,
+            &f.connections_replaced,
         ] {
             family.remove(&only);
         }

@@ -14,7 +14,9 @@
 //! - [`send`]: sending rows as each table takes them (Arrow appends, the
 //!   lean path's columns, upserts and deletes, partial updates, Arrow IPC);
 //! - [`delivery`]: acknowledgements, retries, failures and dead letters;
-//! - [`nodelay`]: `TCP_NODELAY` on the client's connections (a workaround).
+//! - [`nodelay`]: `TCP_NODELAY` on the client's connections (a workaround);
+//! - [`unanswered`]: connections replaced when a write waits
+//!   `request_timeout` for its answer (fluss-rs has no request timeout).
 
 mod delivery;
 mod error;
@@ -23,6 +25,7 @@ mod partitions;
 mod send;
 mod settings;
 mod tables;
+mod unanswered;
 mod writes;
 
 use std::collections::HashMap;
@@ -210,6 +213,9 @@ pub struct FlussWriter {
     /// Schema changes writes met and followed, not yet reported by
     /// [`FlussWriter::follow_tables`].
     changes_met: std::sync::Mutex<Vec<SchemaChange>>,
+    /// When the client's connections were last replaced for a write
+    /// without an answer (see [`unanswered`]).
+    connections_replaced: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Drop for FlussWriter {
@@ -289,6 +295,7 @@ impl FlussWriter {
             stale: std::sync::atomic::AtomicBool::new(false),
             troubled: std::sync::atomic::AtomicBool::new(false),
             changes_met: std::sync::Mutex::new(Vec::new()),
+            connections_replaced: std::sync::Mutex::new(None),
         };
         if let Some(path) = writer.settings.dead_letter_table.clone() {
             writer.open_dead_letter_table(&path, deadline).await?;

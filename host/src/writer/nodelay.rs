@@ -88,6 +88,29 @@ pub(crate) fn sweep(peers: &HashSet<SocketAddr>) -> usize {
     changed
 }
 
+/// The addresses `names` (`host:port`) resolve to, each lookup bounded by
+/// [`LOOKUP_TIMEOUT`]; and whether every one resolved.
+pub(crate) async fn resolve(names: &[String]) -> (HashSet<SocketAddr>, bool) {
+    let mut resolved = HashSet::new();
+    let mut complete = true;
+    for name in names {
+        // A sweep runs inside calls with deadlines: a name server that
+        // does not answer must not hold them.
+        match tokio::time::timeout(LOOKUP_TIMEOUT, tokio::net::lookup_host(name.as_str())).await {
+            Ok(Ok(addrs)) => resolved.extend(addrs),
+            Ok(Err(e)) => {
+                complete = false;
+                tracing::debug!("cannot resolve Fluss server {name}: {e}");
+            }
+            Err(_) => {
+                complete = false;
+                tracing::debug!("resolving Fluss server {name} took over {LOOKUP_TIMEOUT:?}");
+            }
+        }
+    }
+    (resolved, complete)
+}
+
 /// Keeps `TCP_NODELAY` on the connections of one Fluss client.
 pub(crate) struct Sweeper {
     connection: Arc<FlussConnection>,
@@ -139,23 +162,7 @@ impl Sweeper {
                 return known.1.clone();
             }
         }
-        let mut resolved = HashSet::new();
-        let mut complete = true;
-        for name in &names {
-            // A sweep runs inside calls with deadlines: a name server that
-            // does not answer must not hold them.
-            match tokio::time::timeout(LOOKUP_TIMEOUT, tokio::net::lookup_host(name.as_str())).await {
-                Ok(Ok(addrs)) => resolved.extend(addrs),
-                Ok(Err(e)) => {
-                    complete = false;
-                    tracing::debug!("cannot resolve Fluss server {name}: {e}");
-                }
-                Err(_) => {
-                    complete = false;
-                    tracing::debug!("resolving Fluss server {name} took over {LOOKUP_TIMEOUT:?}");
-                }
-            }
-        }
+        let (resolved, complete) = resolve(&names).await;
         // Remember the names only when every one resolved: a failed lookup
         // is tried again at the next sweep.
         if complete {

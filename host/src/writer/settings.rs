@@ -17,6 +17,10 @@ pub struct WriterSettings {
     /// The longest one call (`consume`, or a `write` without a deadline of
     /// its own) may take, retries, bisection and dead letters included.
     pub delivery_timeout: Duration,
+    /// How long a write waits for Fluss's answer before the client's
+    /// connections to the tablet servers are closed, so that fluss-rs sends
+    /// its requests again on new ones (see `writer::unanswered`).
+    pub request_timeout: Duration,
     /// How many times a write that failed transiently is sent again.
     pub max_retries: u32,
     /// First backoff between retries; doubles each time, with jitter, up to 5 s.
@@ -58,6 +62,7 @@ impl std::fmt::Debug for WriterSettings {
             .field("bootstrap_servers", &self.bootstrap_servers)
             .field("sasl", &self.sasl.as_ref().map(|(user, _)| (user, "<redacted>")))
             .field("delivery_timeout", &self.delivery_timeout)
+            .field("request_timeout", &self.request_timeout)
             .field("max_retries", &self.max_retries)
             .field("retry_backoff", &self.retry_backoff)
             .field("buffer_wait_timeout", &self.buffer_wait_timeout)
@@ -94,6 +99,7 @@ impl Default for WriterSettings {
             bootstrap_servers: "127.0.0.1:9123".into(),
             sasl: None,
             delivery_timeout: defaults::DELIVERY_TIMEOUT,
+            request_timeout: defaults::REQUEST_TIMEOUT,
             max_retries: defaults::MAX_RETRIES,
             retry_backoff: defaults::RETRY_BACKOFF,
             buffer_wait_timeout: defaults::BUFFER_WAIT_TIMEOUT,

@@ -140,7 +140,9 @@ impl FlussWriter {
 
     /// Waits for `ack` until `deadline` (`None` when it passes), refreshing
     /// the client's metadata of `table` whenever an acknowledgement is slow
-    /// to come, and looking once for connections without `TCP_NODELAY`.
+    /// to come, looking once for connections without `TCP_NODELAY`, and
+    /// replacing the client's connections once it has waited
+    /// `request_timeout` (see `writer::unanswered`).
     pub(in crate::writer) async fn acknowledgement(
         &self,
         table: &TablePath,
@@ -179,6 +181,7 @@ impl FlussWriter {
                         return Some(Err(gone));
                     }
                     self.refresh_table_metadata(table, deadline).await;
+                    self.replace_unanswering_connections(table, sent).await;
                 }
             }
         }
