@@ -71,12 +71,26 @@ impl Lanes {
         })
     }
 
-    /// `binaries` in the order to offer them: those that run alone first
-    /// (while nothing else has started), the others as cargo listed them.
+    /// Where a target comes in the order binaries are offered: those that
+    /// run alone first (while nothing else has started), then those of a
+    /// one-at-a-time group (a chain of them is the longest path through the
+    /// lanes, so it starts early), then the others.
+    fn rank(&self, target: &str) -> u8 {
+        if self.is_alone(target) {
+            0
+        } else if self.one_at_a_time.iter().any(|p| matches(p, target)) {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// `binaries` in the order to offer them: by [`Lanes::rank`], each
+    /// rank as cargo listed them.
     fn order<'a>(&self, binaries: &'a [TestBinary]) -> Vec<&'a TestBinary> {
-        let (mut first, rest): (Vec<_>, Vec<_>) = binaries.iter().partition(|b| self.is_alone(&b.target));
-        first.extend(rest);
-        first
+        let mut ordered: Vec<&TestBinary> = binaries.iter().collect();
+        ordered.sort_by_key(|b| self.rank(&b.target));
+        ordered
     }
 }
 
@@ -271,6 +285,29 @@ mod tests {
             ..Lanes::default()
         };
         assert_eq!(zero.next(&["a"], &[]), Some(0), "0 is taken as 1");
+    }
+
+    #[test]
+    fn alone_binaries_are_offered_first_then_the_groups_then_the_rest() {
+        let lanes = lanes();
+        let mut targets = [
+            "cli",
+            "iggy_runtime_delivery",
+            "spool",
+            "failover",
+            "iggy_runtime",
+        ];
+        targets.sort_by_key(|t| lanes.rank(t));
+        assert_eq!(
+            targets,
+            [
+                "failover",
+                "iggy_runtime_delivery",
+                "iggy_runtime",
+                "cli",
+                "spool"
+            ]
+        );
     }
 
     #[test]
