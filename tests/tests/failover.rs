@@ -244,8 +244,11 @@ fn measure(cluster: &LocalCluster, disturbance: Disturbance) -> Recovery {
     };
     eprintln!(
         "{case}: fluss-rs alone went {:.1?} without an acknowledged write, the sink {:.1?}; the \
-         sink's spool held batches for {:.1?} at most",
-        recovery.direct_stall, recovery.sink_stall, recovery.sink_spooling
+         sink's spool held batches for {:.1?} at most; the sink sent {} write(s) again itself",
+        recovery.direct_stall,
+        recovery.sink_stall,
+        recovery.sink_spooling,
+        instance_metric(&metrics, "fluss_sink_write_retries_total", id)
     );
 
     // Every message once, after the spool has drained.
