@@ -208,17 +208,24 @@ impl Sweeper {
     }
 }
 
+/// Two listeners on loopback and a connection to each, for tests of what
+/// is done to the sockets of some peers only.
+#[cfg(test)]
+pub(crate) fn two_peers() -> [(std::net::TcpListener, std::net::TcpStream); 2] {
+    [(), ()].map(|()| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        (listener, stream)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::{TcpListener, TcpStream};
 
     #[test]
     fn sweep_sets_nodelay_on_sockets_to_the_peers_only() {
-        let cluster = TcpListener::bind("127.0.0.1:0").unwrap();
-        let other = TcpListener::bind("127.0.0.1:0").unwrap();
-        let to_cluster = TcpStream::connect(cluster.local_addr().unwrap()).unwrap();
-        let to_other = TcpStream::connect(other.local_addr().unwrap()).unwrap();
+        let [(cluster, to_cluster), (_other, to_other)] = two_peers();
         assert!(!to_cluster.nodelay().unwrap());
         let peers = HashSet::from([cluster.local_addr().unwrap()]);
 

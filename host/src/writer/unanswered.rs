@@ -95,15 +95,12 @@ fn shut_down(peers: &HashSet<SocketAddr>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::writer::nodelay::two_peers;
     use std::io::Read;
-    use std::net::{TcpListener, TcpStream};
 
     #[test]
     fn shut_down_ends_the_connections_to_the_peers_only() {
-        let server = TcpListener::bind("127.0.0.1:0").unwrap();
-        let other = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut to_server = TcpStream::connect(server.local_addr().unwrap()).unwrap();
-        let to_other = TcpStream::connect(other.local_addr().unwrap()).unwrap();
+        let [(server, mut to_server), (_other, to_other)] = two_peers();
         let (_accepted, _) = server.accept().unwrap();
         let peers = HashSet::from([server.local_addr().unwrap()]);
 
