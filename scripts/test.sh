@@ -36,6 +36,9 @@ cargo sort --workspace --no-format --check
 echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 
+echo "== cargo clippy on the fuzz targets (their own workspace, checked with the main build's folder)"
+(cd fuzz && CARGO_TARGET_DIR="$PWD/../target" cargo clippy --all-targets -- -D warnings)
+
 echo "== the wasm32-wasip2 target (rustup), for the Rust transforms and their lints"
 rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
@@ -65,39 +68,14 @@ echo "== build the plugin library (the dlopen tests load it as the runtime does)
 # wasmtime, arrow, fluss-rs and about 50 more crates.
 cargo build --workspace --all-targets
 
-# The fuzz targets' lints and smoke build and run on the CPU the tests
-# leave idle while they wait on Fluss: in the background, at the lowest
-# priority, their output kept in a file and printed when they end. Their
-# own workspace has other profiles and features than the project's, so
-# nothing of the project's build is shared: they build in target/fuzz.
-fuzz_checks() {
-  echo "== cargo clippy on the fuzz targets (their own workspace)"
-  (cd fuzz && CARGO_TARGET_DIR="$PWD/../target/fuzz" cargo clippy --all-targets -- -D warnings)
-  echo "== fuzz smoke: every fuzz target for 30 s from its kept corpus (scripts/fuzz.sh)"
-  FUZZ_PROFILE=dev scripts/fuzz.sh smoke 30
-}
-fuzz_log=target/fuzz-checks.log
-echo "== the fuzz targets' clippy and smoke, in the background beside the tests (niced; output in $fuzz_log, printed below)"
-mkdir -p target
-(renice -n 19 -p "$BASHPID" >/dev/null; set -e; fuzz_checks) >"$fuzz_log" 2>&1 &
-fuzz_pid=$!
+echo "== fuzz smoke: every fuzz target for 30 s from its kept corpus (scripts/fuzz.sh)"
+FUZZ_PROFILE=dev scripts/fuzz.sh smoke 30
 
 echo "== cargo test (each test binary bounded: a hang fails within 15 minutes, named)"
 # Two binaries at a time: most tests wait on Fluss, deadlines and restarts,
 # not on the CPU. The failover test compares recovery times, so it runs with
-# no other test binary beside it; the Iggy runtime's binaries share the
-# server's fixed ports, so they run one after another.
-tests_status=0
-cargo xtask test --per-binary 15m --jobs 2 --alone failover --one-at-a-time 'iggy_runtime*' \
-  --workspace --all-targets || tests_status=$?
-
-echo "== the fuzz targets' clippy and smoke ($fuzz_log)"
-fuzz_status=0
-wait "$fuzz_pid" || fuzz_status=$?
-cat "$fuzz_log"
-if [ "$fuzz_status" -ne 0 ]; then
-  echo "the fuzz targets' clippy or smoke failed (exit status $fuzz_status; a crash leaves its input in fuzz/artifacts/<target>/)" >&2
-fi
-if [ "$tests_status" -ne 0 ] || [ "$fuzz_status" -ne 0 ]; then
-  exit 1
-fi
+# nothing beside it; the binaries that start an Iggy server (the runtime's
+# tests and the `runtime` bench) share its fixed ports, so they run one
+# after another.
+cargo xtask test --per-binary 15m --jobs 2 --alone failover --one-at-a-time 'iggy_runtime*,runtime' \
+  --workspace --all-targets

@@ -38,13 +38,16 @@ pub(crate) enum Outcome {
     TimedOut,
 }
 
-/// Whether `target` matches `pattern`: the same name, or, for a pattern
-/// ending in `*`, a name starting with what comes before it.
+/// Whether `target` matches `pattern`: one of its comma-separated
+/// alternatives, each the same name or, ending in `*`, a name starting
+/// with what comes before it.
 fn matches(pattern: &str, target: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => target.starts_with(prefix),
-        None => target == pattern,
-    }
+    pattern
+        .split(',')
+        .any(|alternative| match alternative.strip_suffix('*') {
+            Some(prefix) => target.starts_with(prefix),
+            None => target == alternative,
+        })
 }
 
 impl Lanes {
@@ -311,10 +314,23 @@ mod tests {
     }
 
     #[test]
-    fn a_pattern_is_a_name_or_a_prefix() {
+    fn a_pattern_is_names_or_prefixes() {
         assert!(matches("failover", "failover"));
         assert!(!matches("failover", "failover_more"));
         assert!(matches("iggy_*", "iggy_runtime"));
         assert!(!matches("iggy_*", "spool"));
+        assert!(matches("iggy_*,runtime", "runtime"));
+        assert!(matches("iggy_*,runtime", "iggy_runtime_spool"));
+        assert!(!matches("iggy_*,runtime", "runtime_capture"));
+    }
+
+    #[test]
+    fn the_alternatives_of_one_pattern_are_one_group() {
+        let lanes = Lanes {
+            jobs: 2,
+            alone: vec![],
+            one_at_a_time: vec!["iggy_runtime*,runtime".into()],
+        };
+        assert_eq!(lanes.next(&["runtime", "spool"], &["iggy_runtime"]), Some(1));
     }
 }
