@@ -4,7 +4,7 @@
 //! - `consume` of 1,000 and 10,000 ~400 B JSON messages with `spool.mode`
 //!   `off`, `on_failure` and `always`, Fluss healthy (off and on_failure do
 //!   no disk I/O; always journals every batch and deletes it once acknowledged);
-//! - `drain`: the cluster frozen while 10 batches of 1,000 are spooled
+//! - `drain`: a cluster of the bench's own frozen while 10 batches of 1,000 are spooled
 //!   (untimed), then the time from the thaw until the spool is empty:
 //!   spooled messages written per second after an outage.
 //!
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use integration_tests::fluss_cluster::bootstrap;
-use integration_tests::local_cluster::fluss_script;
+use integration_tests::local_cluster::LocalCluster;
 use integration_tests::plugin::{Plugin, TestMessage, encode, logged, next_id};
 use serde_json::json;
 
@@ -38,10 +38,17 @@ fn payload(i: usize) -> String {
     )
 }
 
-fn open(plugin: &Plugin, table: &str, mode: &str, spool: &Path, delivery_timeout: &str) -> u32 {
+fn open(
+    plugin: &Plugin,
+    servers: &str,
+    table: &str,
+    mode: &str,
+    spool: &Path,
+    delivery_timeout: &str,
+) -> u32 {
     let id = next_id();
     let config = json!({
-        "bootstrap_servers": bootstrap(),
+        "bootstrap_servers": servers,
         "database": "bench",
         "table": table,
         "columns": [
@@ -98,7 +105,14 @@ fn spool_modes(c: &mut Criterion) {
         group.throughput(Throughput::Elements(n as u64));
         for mode in ["off", "on_failure", "always"] {
             let table = format!("spool_{mode}_{n}_{:08x}", fastrand::u32(..));
-            let id = open(plugin, &table, mode, &spools.path().join(&table), "120s");
+            let id = open(
+                plugin,
+                &bootstrap(),
+                &table,
+                mode,
+                &spools.path().join(&table),
+                "120s",
+            );
             group.bench_function(BenchmarkId::new(mode, n), |b| {
                 b.iter(|| assert_eq!(plugin.consume_raw(id, &batch.topic, &batch.meta, &batch.raw), 0))
             });
@@ -113,7 +127,10 @@ fn drain(c: &mut Criterion) {
     let spools = tempfile::tempdir().unwrap();
     let table = format!("spool_drain_{:08x}", fastrand::u32(..));
     let dir = spools.path().join("drain");
-    let id = open(plugin, &table, "on_failure", &dir, "500ms");
+    // Frozen and thawed: a cluster of its own, so that nothing running
+    // beside the bench sees the outage.
+    let cluster = LocalCluster::start("bench-drain", 1);
+    let id = open(plugin, &cluster.bootstrap(), &table, "on_failure", &dir, "500ms");
     let batches: Vec<Encoded> = (0..DRAIN_BATCHES)
         .map(|b| encoded(b as usize * 1000, 1000))
         .collect();
@@ -124,12 +141,12 @@ fn drain(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                fluss_script(&[], &["pause"]);
+                cluster.script(&["pause"]);
                 for batch in &batches {
                     assert_eq!(plugin.consume_raw(id, &batch.topic, &batch.meta, &batch.raw), 0);
                 }
                 assert_eq!(records_in(&dir), DRAIN_BATCHES as usize, "every batch spooled");
-                fluss_script(&[], &["resume"]);
+                cluster.script(&["resume"]);
                 let thawed = Instant::now();
                 while records_in(&dir) > 0 {
                     assert!(thawed.elapsed() < Duration::from_secs(120), "the spool drains");
