@@ -424,7 +424,18 @@ pub async fn read_partition(
     expected: usize,
     timeout: Duration,
 ) -> Vec<Vec<String>> {
-    let conn = connection().await;
+    read_partition_at(&bootstrap(), path, partition, expected, timeout).await
+}
+
+/// [`read_partition`] on the cluster at `bootstrap_servers`.
+pub async fn read_partition_at(
+    bootstrap_servers: &str,
+    path: &TablePath,
+    partition: &str,
+    expected: usize,
+    timeout: Duration,
+) -> Vec<Vec<String>> {
+    let conn = connection_to(bootstrap_servers).await;
     let fluss = FlussPath::new(path.database.clone(), path.table.clone());
     let admin = conn.get_admin().unwrap();
     let id = admin

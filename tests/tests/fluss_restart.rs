@@ -12,8 +12,8 @@
 //!   leads again (apache/fluss#673, seen here: 2,400 rows acknowledged, 1,900
 //!   readable). No client can prevent that, so the crash is tested where
 //!   Fluss promises durability: with replicas.
-//! - A graceful restart (SIGTERM) of the only tablet server of the shared
-//!   local cluster (`scripts/fluss-local.sh start`).
+//! - A graceful restart (SIGTERM) of the only tablet server of a cluster of
+//!   this test's own.
 //!
 //! Both fail, never skip, when a cluster cannot be had.
 
@@ -26,10 +26,12 @@ use fluss::metadata::{TableBucket, TablePath as FlussPath};
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::JsonMapping;
-use iggy_connector_fluss_sink::{DeadLetterKind, FlussWriter, MadeRows, WriteReport, WriterSettings};
+use iggy_connector_fluss_sink::{
+    DeadLetterKind, FlussWriter, MadeRows, WriteError, WriteReport, WriterSettings,
+};
 use iggy_connector_fluss_sink::{TablePath, TableSchema};
 use integration_tests::fluss_cluster::{
-    bootstrap, connection_to, read_log_at, settings, unique_table, writer,
+    connection_to, read_log_at, read_partition_at, settings, unique_table, writer,
 };
 use integration_tests::local_cluster::{LocalCluster, fluss_script};
 use integration_tests::{table, text_batch};
@@ -88,62 +90,120 @@ fn payload(id: usize, batch: usize) -> String {
     format!(r#"{{"id":{id},"batch":{batch}}}"#)
 }
 
-/// Writes `payloads` to `path` as rows of `kind` and adds the outcome to `total`.
+/// The partitions of the partitioned log table, by `region`.
+const REGIONS: [&str; 2] = ["eu", "us"];
+
+/// Message `n` of the stream to the partitioned table: its id, batch number and region.
+fn regional_payload(id: usize, batch: usize) -> String {
+    let region = REGIONS[id % REGIONS.len()];
+    format!(r#"{{"id":{id},"batch":{batch},"region":"{region}"}}"#)
+}
+
+/// What a stream did to one table.
+#[derive(Default)]
+struct TableOutcome {
+    /// The writer's reports, summed.
+    report: WriteReport,
+    /// The batches the writer reported undelivered once and that were
+    /// sent again (as the spool does): their rows may be in a log table twice.
+    resent: BTreeSet<usize>,
+}
+
+/// How often a batch the writer reported undelivered is sent again.
+const RESENDS: usize = 2;
+
+/// Writes `payloads`, batch number `number`, to `path` as rows of `kind`
+/// and adds the outcome to `total`; sends it again when the writer reports
+/// it undelivered, at most [`RESENDS`] times.
 async fn write_json(
     w: &FlussWriter,
     schema: &TableSchema,
     kind: RowKind,
     payloads: &[String],
-    total: &mut WriteReport,
+    number: usize,
+    total: &mut TableOutcome,
 ) {
     let refs: Vec<&str> = payloads.iter().map(String::as_str).collect();
     let batch = text_batch(&refs);
-    let out = JsonMapping::new(schema, kind).map_batch(&batch);
-    let r = w
-        .write(&batch, MadeRows::new(out, DeadLetterKind::Mapping), &schema.path)
-        .await
-        .unwrap_or_else(|e| panic!("a batch to {} was not delivered: {e}", schema.path));
-    total.written += r.written;
-    total.filtered += r.filtered;
-    total.dead_lettered += r.dead_lettered;
+    for resends in 0.. {
+        let out = JsonMapping::new(schema, kind).map_batch(&batch);
+        match w
+            .write(&batch, MadeRows::new(out, DeadLetterKind::Mapping), &schema.path)
+            .await
+        {
+            Ok(r) => {
+                total.report.written += r.written;
+                total.report.filtered += r.filtered;
+                total.report.dead_lettered += r.dead_lettered;
+                return;
+            }
+            Err(e @ WriteError::Undelivered { .. }) if resends < RESENDS => {
+                eprintln!("batch {number} to {} is sent again: {e}", schema.path);
+                total.resent.insert(number);
+            }
+            Err(e) => panic!("batch {number} to {} was not delivered: {e}", schema.path),
+        }
+    }
 }
 
-/// What a stream into one log table and one primary-key table did.
+/// What a stream into one log table, one primary-key table and one
+/// partitioned log table did.
 struct StreamOutcome {
     batches: usize,
-    log: WriteReport,
-    keyed: WriteReport,
+    log: TableOutcome,
+    keyed: TableOutcome,
+    regional: TableOutcome,
 }
 
 /// Writes batch after batch of [`PER_BATCH`] messages into the log table
-/// (appends) and the primary-key table (upserts of this batch's ids, then
-/// deletes of every tenth id of the batch before) until `stop` is set and
+/// (appends), the primary-key table (upserts of this batch's ids, then
+/// deletes of every tenth id of the batch before) and the partitioned log
+/// table (appends, to each of [`REGIONS`]) until `stop` is set and
 /// [`BATCHES_AFTER`] more have been written.
 async fn stream(
     w: Arc<FlussWriter>,
-    log: TableSchema,
-    keyed: TableSchema,
+    tables: StreamTables,
     stop: Arc<AtomicBool>,
     progress: Arc<AtomicUsize>,
 ) -> StreamOutcome {
+    let StreamTables { log, keyed, regional } = tables;
     let mut outcome = StreamOutcome {
         batches: 0,
-        log: WriteReport::default(),
-        keyed: WriteReport::default(),
+        log: TableOutcome::default(),
+        keyed: TableOutcome::default(),
+        regional: TableOutcome::default(),
     };
     let mut after_stop = 0;
     while after_stop < BATCHES_AFTER {
         let b = outcome.batches;
         let payloads: Vec<String> = (0..PER_BATCH).map(|i| payload(b * PER_BATCH + i, b)).collect();
-        write_json(&w, &log, RowKind::Append, &payloads, &mut outcome.log).await;
-        write_json(&w, &keyed, RowKind::Upsert, &payloads, &mut outcome.keyed).await;
-        if b > 0 {
-            let deletes: Vec<String> = (0..PER_BATCH)
-                .step_by(10)
-                .map(|i| payload((b - 1) * PER_BATCH + i, b - 1))
-                .collect();
-            write_json(&w, &keyed, RowKind::Delete, &deletes, &mut outcome.keyed).await;
-        }
+        let regional_payloads: Vec<String> = (0..PER_BATCH)
+            .map(|i| regional_payload(b * PER_BATCH + i, b))
+            .collect();
+        // The partitioned table's write runs beside the other two, so that
+        // one of its batches is always waiting when the servers go away.
+        let (log_report, keyed_report, regional_report) =
+            (&mut outcome.log, &mut outcome.keyed, &mut outcome.regional);
+        let others = async {
+            write_json(&w, &log, RowKind::Append, &payloads, b, log_report).await;
+            write_json(&w, &keyed, RowKind::Upsert, &payloads, b, keyed_report).await;
+            if b > 0 {
+                let deletes: Vec<String> = (0..PER_BATCH)
+                    .step_by(10)
+                    .map(|i| payload((b - 1) * PER_BATCH + i, b - 1))
+                    .collect();
+                write_json(&w, &keyed, RowKind::Delete, &deletes, b, keyed_report).await;
+            }
+        };
+        let partitioned = write_json(
+            &w,
+            &regional,
+            RowKind::Append,
+            &regional_payloads,
+            b,
+            regional_report,
+        );
+        tokio::join!(others, partitioned);
         outcome.batches += 1;
         progress.store(outcome.batches, Ordering::SeqCst);
         if stop.load(Ordering::SeqCst) {
@@ -203,19 +263,22 @@ async fn assert_nothing_lost(
     bootstrap_servers: &str,
     w: &FlussWriter,
     out: &StreamOutcome,
-    log: &TablePath,
-    keyed: &TablePath,
+    tables: &StreamTables,
 ) {
+    let (log, keyed) = (&tables.log.path, &tables.keyed.path);
     let sent = out.batches * PER_BATCH;
     let keyed_sent = sent + out.batches.saturating_sub(1) * PER_BATCH / 10;
-    assert_eq!(out.log.written + out.log.filtered + out.log.dead_lettered, sent);
+    let accounted = |o: &TableOutcome| o.report.written + o.report.filtered + o.report.dead_lettered;
+    assert_eq!(accounted(&out.log), sent);
+    assert_eq!(accounted(&out.keyed), keyed_sent);
+    assert_eq!(accounted(&out.regional), sent);
     assert_eq!(
-        out.keyed.written + out.keyed.filtered + out.keyed.dead_lettered,
-        keyed_sent
-    );
-    assert_eq!(
-        (out.log.dead_lettered, out.keyed.dead_lettered),
-        (0, 0),
+        (
+            out.log.report.dead_lettered,
+            out.keyed.report.dead_lettered,
+            out.regional.report.dead_lettered
+        ),
+        (0, 0, 0),
         "a restart is transient, not a reason to dead-letter"
     );
     let dlq = w.settings().dead_letter_table.clone().unwrap();
@@ -227,11 +290,26 @@ async fn assert_nothing_lost(
         "nothing in the dead-letter table"
     );
 
-    let rows = read_log_at(bootstrap_servers, log, sent, Duration::from_secs(60)).await;
-    let ids: BTreeSet<&str> = rows.iter().map(|r| r[0].as_str()).collect();
-    assert_eq!(ids.len(), sent, "every acknowledged row is in the log table");
-    let again = read_log_at(bootstrap_servers, log, sent + 1, Duration::from_secs(3)).await;
-    assert_eq!(again.len(), sent, "the log table holds each row once");
+    // Read past the expected count, so that a repeat shows.
+    let rows = read_log_at(bootstrap_servers, log, sent + 1, Duration::from_secs(10)).await;
+    assert_each_once(&rows, 0..sent, &out.log.resent, "the log table");
+    for (r, region) in REGIONS.iter().enumerate() {
+        let expected = (0..sent).filter(|id| id % REGIONS.len() == r);
+        let rows = read_partition_at(
+            bootstrap_servers,
+            &tables.regional.path,
+            region,
+            sent / REGIONS.len() + 1,
+            Duration::from_secs(10),
+        )
+        .await;
+        assert_each_once(
+            &rows,
+            expected,
+            &out.regional.resent,
+            &format!("partition {region}"),
+        );
+    }
 
     assert_eq!(
         keyed_state(bootstrap_servers, keyed, sent).await,
@@ -240,7 +318,51 @@ async fn assert_nothing_lost(
     );
 }
 
-async fn tables(w: &FlussWriter) -> (TableSchema, TableSchema) {
+/// Checks that `rows` (id first) hold each of the `expected` ids and no
+/// other: once, or, for the ids of a batch in `resent`, at most once more
+/// per resend.
+fn assert_each_once(
+    rows: &[Vec<String>],
+    expected: impl Iterator<Item = usize>,
+    resent: &BTreeSet<usize>,
+    what: &str,
+) {
+    let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
+    for row in rows {
+        *counts.entry(row[0].parse().unwrap()).or_default() += 1;
+    }
+    let mut missing = Vec::new();
+    for id in expected {
+        let allowed = if resent.contains(&(id / PER_BATCH)) {
+            1 + RESENDS
+        } else {
+            1
+        };
+        match counts.remove(&id) {
+            None => missing.push(id),
+            Some(n) => assert!(
+                n <= allowed,
+                "{what} holds id {id} {n} times (batch {} resent: {})",
+                id / PER_BATCH,
+                allowed > 1
+            ),
+        }
+    }
+    assert!(missing.is_empty(), "{what} lacks ids {missing:?}");
+    assert!(counts.is_empty(), "{what} holds ids never sent: {counts:?}");
+}
+
+/// The tables a stream writes.
+#[derive(Clone)]
+struct StreamTables {
+    log: TableSchema,
+    keyed: TableSchema,
+    /// Partitioned by `region`: a write to it that waits out a restart of
+    /// every tablet server asks fluss-rs for the partition's leader again.
+    regional: TableSchema,
+}
+
+async fn tables(w: &FlussWriter) -> StreamTables {
     let columns = [("id", "BIGINT", false), ("batch", "INT", true)];
     let log = w
         .ensure_table(&table(&unique_table("restart_log").to_string(), &columns, &[]))
@@ -250,7 +372,18 @@ async fn tables(w: &FlussWriter) -> (TableSchema, TableSchema) {
         .ensure_table(&table(&unique_table("restart_pk").to_string(), &columns, &["id"]))
         .await
         .unwrap();
-    (log, keyed)
+    let mut regional = table(
+        &unique_table("restart_part").to_string(),
+        &[
+            ("id", "BIGINT", false),
+            ("batch", "INT", true),
+            ("region", "STRING", false),
+        ],
+        &[],
+    );
+    regional.partition_keys = vec!["region".into()];
+    let regional = w.ensure_table(&regional).await.unwrap();
+    StreamTables { log, keyed, regional }
 }
 
 fn restart_settings(bootstrap_servers: String) -> WriterSettings {
@@ -266,8 +399,7 @@ fn restart_settings(bootstrap_servers: String) -> WriterSettings {
 struct RunningStream {
     bootstrap: String,
     writer: Arc<FlussWriter>,
-    log: TableSchema,
-    keyed: TableSchema,
+    tables: StreamTables,
     stop: Arc<AtomicBool>,
     progress: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<StreamOutcome>,
@@ -277,20 +409,18 @@ impl RunningStream {
     /// Creates fresh tables on the cluster at `bootstrap` and starts streaming.
     async fn start(bootstrap: String) -> Self {
         let writer = Arc::new(writer(restart_settings(bootstrap.clone())).await);
-        let (log, keyed) = tables(&writer).await;
+        let tables = tables(&writer).await;
         let (stop, progress) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
         let task = tokio::spawn(stream(
             writer.clone(),
-            log.clone(),
-            keyed.clone(),
+            tables.clone(),
             stop.clone(),
             progress.clone(),
         ));
         Self {
             bootstrap,
             writer,
-            log,
-            keyed,
+            tables,
             stop,
             progress,
             task,
@@ -322,14 +452,7 @@ impl RunningStream {
     async fn finish_and_check(self) {
         self.stop.store(true, Ordering::SeqCst);
         let out = self.task.await.expect("the stream ran to its end");
-        assert_nothing_lost(
-            &self.bootstrap,
-            &self.writer,
-            &out,
-            &self.log.path,
-            &self.keyed.path,
-        )
-        .await;
+        assert_nothing_lost(&self.bootstrap, &self.writer, &out, &self.tables).await;
     }
 }
 
@@ -344,10 +467,10 @@ async fn bucket_leaders_killed_mid_stream_lose_nothing_with_replicas() {
     // Crash the leader of the log table's bucket, then, once the stream has
     // gone on, the leader of the primary-key table's bucket (maybe the same server).
     run.wait_for_batches(5).await;
-    let leader = leader_of(&cluster.bootstrap(), &run.log.path).await;
+    let leader = leader_of(&cluster.bootstrap(), &run.tables.log.path).await;
     cluster.restart("KILL", leader).await;
     run.wait_for_batches(3).await;
-    let leader = leader_of(&cluster.bootstrap(), &run.keyed.path).await;
+    let leader = leader_of(&cluster.bootstrap(), &run.tables.keyed.path).await;
     cluster.restart("KILL", leader).await;
     run.finish_and_check().await;
 }
@@ -355,10 +478,17 @@ async fn bucket_leaders_killed_mid_stream_lose_nothing_with_replicas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_tablet_server_restarted_gracefully_mid_stream_loses_nothing() {
     init_logging();
-    let run = RunningStream::start(bootstrap()).await;
+    // A cluster of its own: a restart of the shared cluster's only tablet
+    // server would fail the writes of every test running beside this one.
+    let cluster = tokio::task::spawn_blocking(|| LocalCluster::start("restart-single", 1))
+        .await
+        .unwrap();
+    let run = RunningStream::start(cluster.bootstrap()).await;
     run.wait_for_batches(5).await;
-    tokio::task::spawn_blocking(|| fluss_script(&[], &["restart-tablet", "TERM", "0"]))
+    let env = cluster.env();
+    tokio::task::spawn_blocking(move || fluss_script(&env, &["restart-tablet", "TERM", "0"]))
         .await
         .unwrap();
     run.finish_and_check().await;
+    drop(cluster);
 }

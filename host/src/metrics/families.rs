@@ -36,6 +36,7 @@ pub(super) struct Families {
     pub(super) ack_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     pub(super) retries: Family<Labels, Counter>,
     pub(super) connections_replaced: Family<Labels, Counter>,
+    pub(super) client_renewals: Family<Labels, Counter>,
     pub(super) in_flight: Family<Labels, Gauge>,
     pub(super) transform_version: Family<Labels, Gauge>,
     pub(super) reloads: Family<Labels, Counter>,
@@ -65,6 +66,7 @@ pub(super) fn families() -> &'static Families {
             ack_seconds: Family::new_with_constructor(histogram_from_50us),
             retries: Family::default(),
             connections_replaced: Family::default(),
+            client_renewals: Family::default(),
             in_flight: Family::default(),
             transform_version: Family::default(),
             reloads: Family::default(),
@@ -136,6 +138,11 @@ pub(super) fn families() -> &'static Families {
             "connections_replaced",
             "Connections to tablet servers closed because a write waited request_timeout for its answer",
             f.connections_replaced.clone(),
+        );
+        registry.register(
+            "client_renewals",
+            "Writer clients given up and made again after a panic in fluss-rs left writes unanswered",
+            f.client_renewals.clone(),
         );
         registry.register(
             "messages_in_flight",

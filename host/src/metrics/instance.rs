@@ -26,6 +26,7 @@ pub struct InstanceMetrics {
     ack_seconds: Histogram,
     retries: Counter,
     connections_replaced: Counter,
+    client_renewals: Counter,
     in_flight: Gauge,
     reloads_ok: Counter,
     reloads_refused: Counter,
@@ -61,6 +62,7 @@ impl InstanceMetrics {
             ack_seconds: f.ack_seconds.get_or_create_owned(&only),
             retries: f.retries.get_or_create_owned(&only),
             connections_replaced: f.connections_replaced.get_or_create_owned(&only),
+            client_renewals: f.client_renewals.get_or_create_owned(&only),
             in_flight: f.in_flight.get_or_create_owned(&only),
             reloads_ok: f.reloads.get_or_create_owned(&with(&[("result", "ok")])),
             reloads_refused: f.reloads.get_or_create_owned(&with(&[("result", "refused")])),
@@ -154,6 +156,11 @@ impl InstanceMetrics {
         self.connections_replaced.inc_by(count);
     }
 
+    /// The writer client was renewed after a panic in fluss-rs.
+    pub fn client_renewed(&self) {
+        self.client_renewals.inc();
+    }
+
     /// `version` is the transform in force.
     pub fn transform_version(&self, version: &str) {
         let f = families();
@@ -230,6 +237,7 @@ impl Drop for InstanceMetrics {
             &f.transform_faults,
             &f.retries,
             &f.connections_replaced,
+            &f.client_renewals,
         ] {
             family.remove(&only);
         }

@@ -18,6 +18,7 @@
 //! - [`unanswered`]: connections replaced when a write waits
 //!   `request_timeout` for its answer (fluss-rs has no request timeout).
 
+mod client_panics;
 mod delivery;
 mod error;
 pub(crate) mod nodelay;
@@ -216,6 +217,8 @@ pub struct FlussWriter {
     /// When the client's connections were last replaced for a write
     /// without an answer (see [`unanswered`]).
     connections_replaced: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When the connection's writer client was made (see [`client_panics`]).
+    client_made: Mutex<std::time::Instant>,
 }
 
 impl Drop for FlussWriter {
@@ -261,6 +264,7 @@ impl FlussWriter {
         let late = |step: &str| WriteError::DeadlinePassed {
             step: format!("{step} {}", settings.bootstrap_servers),
         };
+        client_panics::watch();
         let connection = deadline
             .run(FlussConnection::new(config))
             .await
@@ -296,6 +300,7 @@ impl FlussWriter {
             troubled: std::sync::atomic::AtomicBool::new(false),
             changes_met: std::sync::Mutex::new(Vec::new()),
             connections_replaced: std::sync::Mutex::new(None),
+            client_made: Mutex::new(std::time::Instant::now()),
         };
         if let Some(path) = writer.settings.dead_letter_table.clone() {
             writer.open_dead_letter_table(&path, deadline).await?;

@@ -20,6 +20,11 @@ pub(in crate::writer) enum Failure {
     /// and refuses rows of a writer made before (sending them again through
     /// it cannot succeed; a writer of the new schema can).
     SchemaChanged,
+    /// The writer client the write went through was given up after a
+    /// panic in fluss-rs (see [`crate::writer::client_panics`]): sending it
+    /// again through the same table cannot succeed; the whole write goes
+    /// again, through the table opened again.
+    ClientRenewed,
 }
 
 /// What fluss-rs 1.0 says when a row's writer was made for another schema
@@ -93,6 +98,7 @@ pub(in crate::writer) fn classify(error: &fluss::error::Error) -> Failure {
         E::IllegalArgument { message } if is_narrower_batch(message) || is_narrower_row(message) => {
             Failure::SchemaChanged
         }
+        E::WriterClosed { .. } => Failure::ClientRenewed,
         E::RpcError { .. }
         | E::IoUnexpectedError { .. }
         | E::BufferExhausted { .. }
@@ -108,6 +114,24 @@ pub(in crate::writer) fn undelivered(what: &str, retries: u32, reason: &str) -> 
         retries,
         reason: reason.into(),
         last_error: None,
+    }
+}
+
+/// Not acknowledged: the writer client the write went through was given
+/// up after a panic in fluss-rs (`error` is what it last said).
+pub(in crate::writer) fn undelivered_on_renewal(
+    what: &str,
+    retries: u32,
+    error: fluss::error::Error,
+) -> WriteError {
+    WriteError::Undelivered {
+        what: what.into(),
+        retries,
+        reason: format!(
+            "its writer client was given up after fluss-rs panicked ({error}); \
+             the write goes again through a new one"
+        ),
+        last_error: Some(Box::new(error)),
     }
 }
 

@@ -18,9 +18,11 @@ use fluss::client::WriteResultFuture;
 use crate::deadline::Deadline;
 use crate::retry::{Loudness, Retries};
 use crate::schema::TablePath;
-use crate::writer::delivery::failure::{Failure, classify, undelivered, undelivered_after};
+use crate::writer::delivery::failure::{
+    Failure, classify, undelivered, undelivered_after, undelivered_on_renewal,
+};
 use crate::writer::tables::fluss_path;
-use crate::writer::{FlussWriter, MAX_BUFFER_WAIT, WriteError};
+use crate::writer::{FlussWriter, MAX_BUFFER_WAIT, WriteError, client_panics};
 
 /// How long an acknowledgement may take before the writer refreshes the
 /// table's metadata in the client (see `FlussWriter::refresh_table_metadata`).
@@ -130,6 +132,7 @@ impl FlussWriter {
                         table: table.to_string(),
                     });
                 }
+                Failure::ClientRenewed => return Err(undelivered_on_renewal(what, retries.made(), error)),
                 _ => {}
             }
             if !retries.wait_after(1, &error).await {
@@ -173,6 +176,9 @@ impl FlussWriter {
                     if deadline.expired() {
                         return None;
                     }
+                    if self.lost_to_client_panic(sent).await {
+                        return Some(Err(client_panics::writer_renewed()));
+                    }
                     // Only a write without a deadline (the spool's) asks:
                     // a bounded one ends at its deadline anyway.
                     if !deadline.is_bounded()
@@ -197,6 +203,7 @@ impl FlussWriter {
         write: impl Future<Output = Result<T, WriteError>>,
     ) -> Result<T, WriteError> {
         use std::sync::atomic::Ordering;
+        self.renew_after_client_panic().await;
         if self.stale.swap(false, Ordering::Relaxed) {
             self.refresh_table_metadata(path, deadline.at_most(MAX_BUFFER_WAIT))
                 .await;

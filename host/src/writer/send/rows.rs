@@ -15,7 +15,7 @@ use crate::deadline::Deadline;
 use crate::retry::Retries;
 use crate::rows::keyed::KeyedRow;
 use crate::rows::to_fluss;
-use crate::writer::delivery::failure::{Failure, undelivered, undelivered_after};
+use crate::writer::delivery::failure::{Failure, undelivered, undelivered_after, undelivered_on_renewal};
 use crate::writer::delivery::racing_flush;
 use crate::writer::send::append::EncodedRows;
 use crate::writer::send::partial;
@@ -170,6 +170,9 @@ impl FlussWriter {
                             // repeat): the refused ones alone go again.
                             Failure::SchemaChanged if keyed => schema_changed = true,
                             Failure::SchemaChanged => behind_the_table.push((i, error)),
+                            Failure::ClientRenewed => {
+                                return Err(undelivered_on_renewal(what, retries.made(), error));
+                            }
                             _ => {
                                 transient.push(i);
                                 last_error = Some(error);

@@ -1,0 +1,143 @@
+//! Writes a panic in fluss-rs left unanswered. fluss-rs 1.0 sends every
+//! write of a connection from one task of its own (the writer client's
+//! sender). When that task panics, nothing fails the writes queued in the
+//! client: their acknowledgements never come, and every later write of the
+//! connection joins them. One such panic is seen after a restart of a
+//! cluster's only tablet server while a write to a partitioned table waits:
+//! the client rebuilds its view of the cluster from the coordinator, a view
+//! without tables, then unwraps the table of the partition it asks about
+//! (`Cluster::from_metadata_response`, `cluster.rs:314`).
+//!
+//! The task's end cannot be seen through the client's API, so the process's
+//! panic hook (this library's own: a `cdylib` carries its own copy of the
+//! standard library) notes when code of fluss-rs panicked. A writer waiting
+//! for an acknowledgement after such a panic renews the connection's writer
+//! client: the old one is closed (later sends through it fail at once),
+//! the open tables are forgotten, so that the next write opens them again
+//! on a new client, and every write sent before the renewal gives up its
+//! wait and is sent again by its caller (the spool, or the runtime). A write
+//! that had reached Fluss before the panic may so be written twice.
+//!
+//! Any panic in fluss-rs counts, another instance's too: a writer renews
+//! its client only while one of its writes waits for an answer.
+
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::writer::FlussWriter;
+
+/// When code of fluss-rs last panicked in this process.
+static LAST_PANIC: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// Installs the panic hook (once per process); the hook in force before it
+/// still runs for every panic.
+pub(crate) fn watch() {
+    static INSTALLED: OnceLock<()> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Some(location) = info.location() {
+                note(location.file());
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// Whether `file`, a panic's location, is in fluss-rs's source (as a
+/// registry crate, `fluss-rs-1.0.0/src/…`, or a checkout of fluss-rust,
+/// `crates/fluss/src/…`).
+fn is_fluss_rs(file: &str) -> bool {
+    let file = file.replace('\\', "/");
+    file.contains("/fluss-rs-") || file.contains("crates/fluss/src/")
+}
+
+/// Notes a panic at `file`, when it is fluss-rs's.
+fn note(file: &str) {
+    if is_fluss_rs(file) {
+        *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+}
+
+/// When code of fluss-rs last panicked in this process.
+fn last_panic() -> Option<Instant> {
+    *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The error a write given up this way ends its wait with.
+pub(in crate::writer) fn writer_renewed() -> fluss::error::Error {
+    fluss::error::Error::WriterClosed {
+        message: "fluss-rs panicked while the write waited; its writer client was renewed".into(),
+    }
+}
+
+impl FlussWriter {
+    /// Renews the writer client when fluss-rs panicked since it was made.
+    pub(in crate::writer) async fn renew_after_client_panic(&self) {
+        self.client_renewed_since_panic().await;
+    }
+
+    /// Whether the write sent at `sent` went through a writer client given
+    /// up after a panic in fluss-rs (renewing the client first, when no
+    /// renewal followed the last panic yet).
+    pub(in crate::writer) async fn lost_to_client_panic(&self, sent: Instant) -> bool {
+        match self.client_renewed_since_panic().await {
+            Some(renewed) => sent < renewed,
+            None => false,
+        }
+    }
+
+    /// When the writer client was last renewed after a panic, renewing it
+    /// now when fluss-rs panicked since it was made; `None` while fluss-rs
+    /// never panicked.
+    async fn client_renewed_since_panic(&self) -> Option<Instant> {
+        let panicked = last_panic()?;
+        let mut made = self.client_made.lock().await;
+        if panicked >= *made {
+            // Take the client out: the next table opened makes a new one.
+            // Closing the old one makes sends through tables still holding
+            // it fail at once; its sender task is gone, so it does not wait.
+            if let Err(e) = self.connection.close(Duration::ZERO).await {
+                tracing::debug!("closing the writer client fluss-rs panicked in: {e}");
+            }
+            let forgotten = {
+                let mut tables = self.tables.lock().await;
+                let count = tables.len();
+                tables.clear();
+                count
+            };
+            *made = Instant::now();
+            if let Some(metrics) = &self.metrics {
+                metrics.client_renewed();
+            }
+            tracing::error!(
+                "fluss-rs panicked while writes waited (see the panic above): its writer client \
+                 was renewed, {forgotten} table(s) will be opened again, and the writes waiting \
+                 are sent again"
+            );
+        }
+        Some(*made)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_panics_in_fluss_rs_are_noted() {
+        for file in [
+            "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/fluss-rs-1.0.0/src/cluster/cluster.rs",
+            "/home/u/fluss-rust/crates/fluss/src/client/write/sender.rs",
+        ] {
+            assert!(is_fluss_rs(file), "{file}");
+        }
+        for file in [
+            "host/src/writer/mod.rs",
+            "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-1.54.1/src/runtime/park.rs",
+            "/work/main/host/src/writer/client_panics.rs",
+        ] {
+            assert!(!is_fluss_rs(file), "{file}");
+        }
+    }
+}
