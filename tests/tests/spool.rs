@@ -196,6 +196,67 @@ fn tablet_killed_while_batches_arrive(suite: &mut Suite) {
     assert_eq!(suite.plugin.close(id), 0);
 }
 
+/// The same outage for a partitioned table: while the only tablet server
+/// is away, fluss-rs 1.0's sender task panics on the partition's metadata
+/// (see `host/src/writer/client_panics.rs`) and leaves the spool's first
+/// attempt without an answer for good; the sink gives that client up, and
+/// the spool drains through a new one once the server is back.
+fn a_partitioned_table_through_a_tablet_restart(suite: &mut Suite) {
+    let (path, dlq) = (unique_table("parted"), unique_table("parted_dlq"));
+    let dir = suite.spool_dir("parted");
+    let mut config = suite.config(&path, &dlq, &dir);
+    config["columns"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "region", "type": "STRING", "nullable": false}));
+    config["partition_keys"] = json!(["region"]);
+    let id = suite.plugin.open_new(&config);
+    let regional = |from: u64, count: u64| -> Vec<TestMessage> {
+        (from..from + count)
+            .map(|i| {
+                let region = ["eu", "us"][i as usize % 2];
+                TestMessage::text(i, &format!(r#"{{"id":{i},"name":"n{i}","region":"{region}"}}"#))
+            })
+            .collect()
+    };
+    let renewals_before = logged("writer client was renewed").len();
+    suite.consume_ok("warm-up of the partitioned table", id, &regional(0, 50));
+
+    suite.kill_tablet();
+    suite.consume_ok(
+        "a partitioned table's consume during the outage",
+        id,
+        &regional(50, 50),
+    );
+    suite.consume_ok("the next one, queued", id, &regional(100, 50));
+    suite.start_tablet();
+    suite.wait_drained("a partitioned table drained after the restart", &path, 0);
+    let ids = block(async {
+        let mut all = BTreeMap::new();
+        for region in ["eu", "us"] {
+            let rows = integration_tests::fluss_cluster::read_partition_at(
+                &suite.cluster.bootstrap(),
+                &path,
+                region,
+                76,
+                Duration::from_secs(10),
+            )
+            .await;
+            for row in rows {
+                *all.entry(row[0].parse::<i64>().unwrap()).or_insert(0) += 1;
+            }
+        }
+        all
+    });
+    assert_exactly_once("partitioned table through a restart", &ids, 0..150);
+    eprintln!(
+        "partitioned table through a restart: writer client renewed {} time(s)",
+        logged("writer client was renewed").len() - renewals_before
+    );
+    assert_eq!(records_in(&dir), 0, "every record released");
+    assert_eq!(suite.plugin.close(id), 0);
+}
+
 /// The cluster frozen (SIGSTOP) during a consume: it returns 0 at its
 /// deadline with its batch spooled (a record on disk, and nothing of it in
 /// Fluss yet), the next one at once behind it; the rows the client still
@@ -493,6 +554,7 @@ fn nothing_is_lost_while_fluss_is_away() {
         timings: Vec::new(),
     };
     tablet_killed_while_batches_arrive(&mut suite);
+    a_partitioned_table_through_a_tablet_restart(&mut suite);
     cluster_frozen_during_a_consume(&mut suite);
     leftovers_are_replayed_by_the_next_open(&mut suite);
     primary_key_keeps_the_last_write(&mut suite);
