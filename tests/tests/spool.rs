@@ -223,12 +223,18 @@ fn a_partitioned_table_through_a_tablet_restart(suite: &mut Suite) {
     suite.consume_ok("warm-up of the partitioned table", id, &regional(0, 50));
 
     suite.kill_tablet();
-    suite.consume_ok(
+    let took = suite.consume_ok(
         "a partitioned table's consume during the outage",
         id,
         &regional(50, 50),
     );
-    suite.consume_ok("the next one, queued", id, &regional(100, 50));
+    suite
+        .timings
+        .push(("a partitioned table's consume during the outage", took));
+    let took = suite.consume_ok("the next one, queued", id, &regional(100, 50));
+    suite
+        .timings
+        .push(("a partitioned table's consume queued behind it", took));
     suite.start_tablet();
     suite.wait_drained("a partitioned table drained after the restart", &path, 0);
     let ids = block(async {

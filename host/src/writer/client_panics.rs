@@ -29,17 +29,28 @@ use crate::writer::FlussWriter;
 /// When code of fluss-rs last panicked in this process.
 static LAST_PANIC: Mutex<Option<Instant>> = Mutex::new(None);
 
-/// Installs the panic hook (once per process); the hook in force before it
-/// still runs for every panic.
+/// Installs the panic hook (once per process). A panic in fluss-rs is
+/// noted and logged at error level, in one line; every other panic goes to
+/// the hook in force before. fluss-rs's panics skip that hook: with
+/// `RUST_BACKTRACE` set, it resolves a backtrace on the worker thread that
+/// panicked, which held the plugin's runtime past a call's deadline (1.2 s
+/// seen).
 pub(crate) fn watch() {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if let Some(location) = info.location() {
-                note(location.file());
+        std::panic::set_hook(Box::new(move |info| match info.location() {
+            Some(location) if is_fluss_rs(location.file()) => {
+                note();
+                let message = info
+                    .payload()
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!("fluss-rs panicked at {location}: {message}");
             }
-            previous(info);
+            _ => previous(info),
         }));
     });
 }
@@ -52,11 +63,9 @@ fn is_fluss_rs(file: &str) -> bool {
     file.contains("/fluss-rs-") || file.contains("crates/fluss/src/")
 }
 
-/// Notes a panic at `file`, when it is fluss-rs's.
-fn note(file: &str) {
-    if is_fluss_rs(file) {
-        *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-    }
+/// Notes that fluss-rs panicked now.
+fn note() {
+    *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
 }
 
 /// When code of fluss-rs last panicked in this process.
@@ -111,7 +120,7 @@ impl FlussWriter {
                 metrics.client_renewed();
             }
             tracing::error!(
-                "fluss-rs panicked while writes waited (see the panic above): its writer client \
+                "fluss-rs panicked while writes waited (logged above): its writer client \
                  was renewed, {forgotten} table(s) will be opened again, and the writes waiting \
                  are sent again"
             );
