@@ -32,9 +32,9 @@ static LAST_PANIC: Mutex<Option<Instant>> = Mutex::new(None);
 /// Installs the panic hook (once per process). A panic in fluss-rs is
 /// noted and logged at error level, in one line; every other panic goes to
 /// the hook in force before. fluss-rs's panics skip that hook: with
-/// `RUST_BACKTRACE` set, it resolves a backtrace on the worker thread that
-/// panicked, which held the plugin's runtime past a call's deadline (1.2 s
-/// seen).
+/// `RUST_BACKTRACE` set, it resolves a backtrace on the runtime's worker
+/// thread that panicked (the first took 190 ms in a test build), while the
+/// plugin's calls wait on their deadlines.
 pub(crate) fn watch() {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
