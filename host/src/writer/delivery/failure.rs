@@ -124,15 +124,11 @@ pub(in crate::writer) fn undelivered_on_renewal(
     retries: u32,
     error: fluss::error::Error,
 ) -> WriteError {
-    WriteError::Undelivered {
-        what: what.into(),
-        retries,
-        reason: format!(
-            "its writer client was given up after fluss-rs panicked ({error}); \
-             the write goes again through a new one"
-        ),
-        last_error: Some(Box::new(error)),
-    }
+    let reason = format!(
+        "its writer client was given up after fluss-rs panicked ({error}); \
+         the write goes again through a new one"
+    );
+    undelivered_with(what, retries, reason, error)
 }
 
 /// Not acknowledged: the retries ran out on `error`.
@@ -141,10 +137,15 @@ pub(in crate::writer) fn undelivered_after(
     retries: u32,
     error: fluss::error::Error,
 ) -> WriteError {
+    undelivered_with(what, retries, error.to_string(), error)
+}
+
+/// Not acknowledged, for `reason`, with the client's last `error` kept.
+fn undelivered_with(what: &str, retries: u32, reason: String, error: fluss::error::Error) -> WriteError {
     WriteError::Undelivered {
         what: what.into(),
         retries,
-        reason: error.to_string(),
+        reason,
         last_error: Some(Box::new(error)),
     }
 }
