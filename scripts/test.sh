@@ -54,9 +54,25 @@ echo "== the real Iggy server and connectors runtime need libhwloc15 and libudev
 install_iggy_libs
 
 echo "== start a local Fluss cluster for the integration tests"
+# On a failure, the shared cluster's logs are kept in
+# target/fluss-failed-logs/shared, and the tables its coordinator registered
+# but never gave buckets are named: writes to such a table are never
+# acknowledged (seen twice in test runs, with every test passing alone).
+stop_shared_cluster() {
+  local status=$? log=.fluss/logs/coordinator.log
+  if [ "$status" -ne 0 ] && [ -f "$log" ]; then
+    mkdir -p target/fluss-failed-logs/shared
+    cp -r .fluss/logs/. target/fluss-failed-logs/shared/ || true
+    grep -o 'Registered table [^ ]* for database [^ ]*' "$log" | while read -r _ _ table _ _ db; do
+      grep -q "New table: $db.$table with" "$log" ||
+        echo "fluss-local: the coordinator registered table $db.$table but never gave it buckets"
+    done || true
+  fi
+  scripts/fluss-local.sh stop
+}
 if ! scripts/fluss-local.sh status >/dev/null 2>&1; then
   scripts/fluss-local.sh start
-  trap 'scripts/fluss-local.sh stop' EXIT
+  trap stop_shared_cluster EXIT
 fi
 export FLUSS_BOOTSTRAP=127.0.0.1:9123
 # The spools of the tests' instances (one folder per table) stay in target/.
