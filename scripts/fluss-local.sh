@@ -18,6 +18,9 @@
 #                                        servers' sessions expire and Fluss 0.9.1
 #                                        refuses writes until restarted.
 #   scripts/fluss-local.sh resume [ROLE...]  thaw them (SIGCONT)
+#   scripts/fluss-local.sh zk           ZooKeeper's shell (from the fluss-server jar)
+#                                        on the cluster's ZooKeeper, commands from
+#                                        stdin (Fluss's nodes are under /fluss)
 #
 # Environment: FLUSS_DIR (data, logs, pids; default <repo>/.fluss),
 # FLUSS_LIB_DIR (resolved jars; default ~/.cache/iggy-fluss-sink/fluss-lib-<version>),
@@ -284,5 +287,9 @@ case "${1:-}" in
   restart-tablet) kill_tablet "${2:-KILL}" "${3:-0}"; start_tablet "${3:-0}" ;;
   pause) shift; signal_roles STOP "$@"; log "paused" ;;
   resume) shift; signal_roles CONT "$@"; log "resumed" ;;
-  *) echo "usage: $0 start|stop|status|kill-tablet [SIG] [ID]|start-tablet [ID]|restart-tablet [SIG] [ID]|pause [ROLE...]|resume [ROLE...]" >&2; exit 2 ;;
+  zk)
+    resolve_jars
+    exec java -cp "$LIB_DIR/*" org.apache.fluss.shaded.zookeeper3.org.apache.zookeeper.ZooKeeperMain \
+      -server "127.0.0.1:$ZK_PORT" ;;
+  *) echo "usage: $0 start|stop|status|kill-tablet [SIG] [ID]|start-tablet [ID]|restart-tablet [SIG] [ID]|pause [ROLE...]|resume [ROLE...]|zk" >&2; exit 2 ;;
 esac

@@ -38,6 +38,34 @@ pub fn run_fluss_script(env: &[(&str, String)], args: &[&str]) -> bool {
         .success()
 }
 
+/// Runs ZooKeeper's shell on the ZooKeeper of the cluster `env` names
+/// (`scripts/fluss-local.sh zk`; no `env`: the shared cluster's), with
+/// `commands` one a line; what it printed.
+pub fn zookeeper_shell(env: &[(&str, String)], commands: &str) -> String {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut shell = Command::new(repo_root().join("scripts/fluss-local.sh"))
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .arg("zk")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run scripts/fluss-local.sh zk");
+    let mut stdin = shell.stdin.take().expect("the shell's stdin");
+    stdin
+        .write_all(commands.as_bytes())
+        .expect("commands to the shell");
+    drop(stdin);
+    let out = shell.wait_with_output().expect("the shell's output");
+    assert!(out.status.success(), "scripts/fluss-local.sh zk failed: {out:?}");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Runs `scripts/fluss-local.sh` with `env`, failing the test if it fails.
 pub fn fluss_script(env: &[(&str, String)], args: &[&str]) {
     assert!(

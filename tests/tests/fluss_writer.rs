@@ -1,6 +1,9 @@
 //! The writer against a real Fluss cluster (`scripts/fluss-local.sh start`).
 //! These tests fail, never skip, when no cluster is reachable.
 
+#[path = "fluss_writer/lost_table.rs"]
+mod lost_table;
+
 use std::time::Duration;
 
 use fluss::metadata::TablePath as FlussPath;

@@ -37,6 +37,7 @@ pub(super) struct Families {
     pub(super) retries: Family<Labels, Counter>,
     pub(super) connections_replaced: Family<Labels, Counter>,
     pub(super) client_renewals: Family<Labels, Counter>,
+    pub(super) tables_remade: Family<Labels, Counter>,
     pub(super) in_flight: Family<Labels, Gauge>,
     pub(super) transform_version: Family<Labels, Gauge>,
     pub(super) reloads: Family<Labels, Counter>,
@@ -67,6 +68,7 @@ pub(super) fn families() -> &'static Families {
             retries: Family::default(),
             connections_replaced: Family::default(),
             client_renewals: Family::default(),
+            tables_remade: Family::default(),
             in_flight: Family::default(),
             transform_version: Family::default(),
             reloads: Family::default(),
@@ -143,6 +145,11 @@ pub(super) fn families() -> &'static Families {
             "client_renewals",
             "Writer clients given up and made again after a panic in fluss-rs left writes unanswered",
             f.client_renewals.clone(),
+        );
+        registry.register(
+            "tables_remade",
+            "Tables the sink created, dropped and created again because Fluss never brought their buckets up",
+            f.tables_remade.clone(),
         );
         registry.register(
             "messages_in_flight",

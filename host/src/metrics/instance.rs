@@ -27,6 +27,7 @@ pub struct InstanceMetrics {
     retries: Counter,
     connections_replaced: Counter,
     client_renewals: Counter,
+    tables_remade: Counter,
     in_flight: Gauge,
     reloads_ok: Counter,
     reloads_refused: Counter,
@@ -63,6 +64,7 @@ impl InstanceMetrics {
             retries: f.retries.get_or_create_owned(&only),
             connections_replaced: f.connections_replaced.get_or_create_owned(&only),
             client_renewals: f.client_renewals.get_or_create_owned(&only),
+            tables_remade: f.tables_remade.get_or_create_owned(&only),
             in_flight: f.in_flight.get_or_create_owned(&only),
             reloads_ok: f.reloads.get_or_create_owned(&with(&[("result", "ok")])),
             reloads_refused: f.reloads.get_or_create_owned(&with(&[("result", "refused")])),
@@ -161,6 +163,19 @@ impl InstanceMetrics {
         self.client_renewals.inc();
     }
 
+    /// A table the writer created was dropped and created again: Fluss
+    /// never brought its buckets up.
+    pub fn table_remade(&self) {
+        self.tables_remade.inc();
+    }
+
+    /// How many tables the writer dropped and created again (see
+    /// [`InstanceMetrics::table_remade`]).
+    #[cfg(feature = "test-support")]
+    pub fn tables_remade(&self) -> u64 {
+        self.tables_remade.get()
+    }
+
     /// `version` is the transform in force.
     pub fn transform_version(&self, version: &str) {
         let f = families();
@@ -238,6 +253,7 @@ impl Drop for InstanceMetrics {
             &f.retries,
             &f.connections_replaced,
             &f.client_renewals,
+            &f.tables_remade,
         ] {
             family.remove(&only);
         }

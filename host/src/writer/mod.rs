@@ -219,6 +219,8 @@ pub struct FlussWriter {
     connections_replaced: std::sync::Mutex<Option<std::time::Instant>>,
     /// When the connection's writer client was made (see [`client_panics`]).
     client_made: Mutex<std::time::Instant>,
+    /// The tables this writer created and has not yet seen up.
+    births: tables::Births,
 }
 
 impl Drop for FlussWriter {
@@ -301,6 +303,7 @@ impl FlussWriter {
             changes_met: std::sync::Mutex::new(Vec::new()),
             connections_replaced: std::sync::Mutex::new(None),
             client_made: Mutex::new(std::time::Instant::now()),
+            births: tables::Births::default(),
         };
         if let Some(path) = writer.settings.dead_letter_table.clone() {
             writer.open_dead_letter_table(&path, deadline).await?;

@@ -2,10 +2,12 @@
 //! schema, the fluss-rs writer), created when the config declares them, and
 //! routed tables resolved by name.
 
+mod birth;
 mod evolve;
 mod follow;
 pub(in crate::writer) mod routing;
 
+pub(in crate::writer) use birth::Births;
 pub use evolve::AddedColumns;
 pub use follow::SchemaChange;
 
@@ -166,11 +168,7 @@ impl FlussWriter {
             .properties(properties)
             .build()
             .map_err(|e| fail(e.to_string()))?;
-        deadline
-            .run(self.admin.create_table(&fluss_path(path), &descriptor, true))
-            .await
-            .map_err(|_| expired(path, "creating the table"))?
-            .map_err(|e| refused("cannot create table", e))?;
+        self.create_table_up(path, &descriptor, deadline).await?;
         Ok(self.table(path, deadline).await?.schema.clone())
     }
 
