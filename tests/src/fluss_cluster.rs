@@ -297,17 +297,50 @@ pub async fn create_bucketed_log_table(
         .distributed_by(Some(3), vec![bucket_key.to_string()])
         .build()
         .unwrap();
-    let conn = connection().await;
+    create_table_up(&bootstrap(), path, &descriptor).await;
+}
+
+/// Creates table `path` (and its database) at `bootstrap_servers` as
+/// `descriptor` says, and returns once each of its buckets has a leader.
+/// Fluss 0.9.1's coordinator can miss a new table's creation and never
+/// bring it up (apache/fluss#1018): such a table, still without a leader
+/// 15 s later, is dropped and created again (at most twice), as the sink
+/// does with its own (`host/src/writer/tables/birth.rs`).
+pub async fn create_table_up(
+    bootstrap_servers: &str,
+    path: &TablePath,
+    descriptor: &fluss::metadata::TableDescriptor,
+) {
+    use fluss::metadata::TableBucket;
+    let conn = connection_to(bootstrap_servers).await;
     let admin = conn.get_admin().unwrap();
+    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
     admin.create_database(&path.database, None, true).await.unwrap();
-    admin
-        .create_table(
-            &FlussPath::new(path.database.clone(), path.table.clone()),
-            &descriptor,
-            false,
-        )
-        .await
-        .unwrap();
+    for attempt in 0..3 {
+        admin.create_table(&fluss, descriptor, false).await.unwrap();
+        let created = Instant::now();
+        while created.elapsed() < Duration::from_secs(15) {
+            // A table just made may not open at once: look again.
+            if let Ok(table) = conn.get_table(&fluss).await {
+                let info = table.get_table_info();
+                let cluster = conn.get_metadata().get_cluster();
+                if (0..info.get_num_buckets()).all(|b| {
+                    cluster
+                        .leader_for(&TableBucket::new(info.get_table_id(), b))
+                        .is_some()
+                }) {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        eprintln!(
+            "table {path}: a bucket has no leader 15 s after it was created (try {} of 3): dropped",
+            attempt + 1
+        );
+        admin.drop_table(&fluss, false).await.unwrap();
+    }
+    panic!("table {path}: Fluss never brought its buckets up, though it was created three times");
 }
 
 /// How often each value of the first (BIGINT) column appears in log

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use fluss::metadata::{DataTypes, Schema, TableBucket, TableDescriptor, TablePath as FlussPath};
 use iggy_connector_fluss_sink::TablePath;
-use integration_tests::fluss_cluster::{connection_to, missing_and_repeated};
+use integration_tests::fluss_cluster::{connection_to, create_table_up, missing_and_repeated};
 use integration_tests::free_port;
 use integration_tests::local_cluster::LocalCluster;
 use integration_tests::plugin::{Plugin, TestMessage, logged};
@@ -70,14 +70,7 @@ async fn create_table(
     if let Some(replicas) = replicas {
         descriptor = descriptor.property("table.replication.factor", replicas.to_string());
     }
-    let descriptor = descriptor.build().unwrap();
-    let conn = connection_to(bootstrap).await;
-    let admin = conn.get_admin().unwrap();
-    admin.create_database(&path.database, None, true).await.unwrap();
-    admin
-        .create_table(&fluss_path(path), &descriptor, false)
-        .await
-        .unwrap();
+    create_table_up(bootstrap, path, &descriptor.build().unwrap()).await;
 }
 
 fn fluss_path(path: &TablePath) -> FlussPath {
