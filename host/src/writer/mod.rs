@@ -221,6 +221,9 @@ pub struct FlussWriter {
     client_made: Mutex<std::time::Instant>,
     /// The tables this writer created and has not yet seen up.
     births: tables::Births,
+    /// The tables Fluss's coordinator was seen to know (see
+    /// [`tables::KnownTables`]).
+    known_tables: tables::KnownTables,
 }
 
 impl Drop for FlussWriter {
@@ -304,6 +307,7 @@ impl FlussWriter {
             connections_replaced: std::sync::Mutex::new(None),
             client_made: Mutex::new(std::time::Instant::now()),
             births: tables::Births::default(),
+            known_tables: tables::KnownTables::default(),
         };
         if let Some(path) = writer.settings.dead_letter_table.clone() {
             writer.open_dead_letter_table(&path, deadline).await?;

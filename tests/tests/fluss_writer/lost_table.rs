@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::{InstanceMetrics, TablePath, TableSchema, WriteError};
 use integration_tests::fluss_cluster::{
-    connection, id_counts, missing_and_repeated, settings, unique_table, write_json, writer,
+    connection, connection_to, id_counts, missing_and_repeated, read_log_at, settings, unique_table,
+    write_json, writer,
 };
-use integration_tests::local_cluster::zookeeper_shell;
+use integration_tests::local_cluster::{LocalCluster, zookeeper_shell};
 use integration_tests::table;
 
 /// Leaves the coordinator of the shared cluster unable to take the table at
@@ -132,5 +133,99 @@ async fn the_wait_for_a_new_table_keeps_each_call_s_deadline_and_goes_on_in_the_
     assert_eq!(metrics.tables_remade(), 1);
     assert_eq!(schema.columns.len(), 2);
     let report = write_json(&w, &schema, RowKind::Append, &[r#"{"id":7,"name":"seven"}"#]).await;
+    assert_eq!(report.written, 1);
+}
+
+/// Registers partitioned table `path` (`id BIGINT NOT NULL, region STRING
+/// NOT NULL, name STRING`, partitioned by `region`) in the ZooKeeper of
+/// `cluster` as the coordinator's race leaves it: its node written whole
+/// in one step, which Fluss 0.9.1's coordinator does not take for a new
+/// table. It opens like any table; the coordinator does not know it.
+fn plant_unknown_partitioned_table(cluster: &LocalCluster, path: &TablePath) {
+    let table_id = 90_000 + fastrand::u32(..10_000);
+    let tables = format!("/fluss/metadata/databases/{}/tables", path.database);
+    let table = format!("{tables}/{}", path.table);
+    let registration = format!(
+        r#"{{"version":1,"table_id":{table_id},"partition_key":["region"],"bucket_count":1,"properties":{{"table.replication.factor":"1"}},"custom_properties":{{}},"created_time":1,"modified_time":1}}"#
+    );
+    let schema = r#"{"version":1,"columns":[{"name":"id","data_type":{"type":"BIGINT","nullable":false},"id":0},{"name":"region","data_type":{"type":"STRING","nullable":false},"id":1},{"name":"name","data_type":{"type":"STRING"},"id":2}],"highest_field_id":2}"#;
+    let commands = format!(
+        "create {tables}\ncreate {table} {registration}\ncreate {table}/schemas\ncreate {table}/schemas/1 {schema}\nls {table}/schemas\n"
+    );
+    let printed = zookeeper_shell(&cluster.env(), &commands);
+    assert!(
+        printed.contains("\n[1]\n"),
+        "the plant is in ZooKeeper: {printed}"
+    );
+}
+
+/// A partition created for a partitioned table the coordinator does not
+/// know stops Fluss 0.9.1's coordinator bringing up buckets for every
+/// table, so the writer creates none: the rows that need one are
+/// dead-lettered with the reason, and the cluster goes on taking tables.
+/// On a cluster of its own: without the check, the shared one would stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_partition_is_created_for_a_table_the_coordinator_does_not_know() {
+    let cluster = tokio::task::spawn_blocking(|| LocalCluster::start("unknown-table", 1))
+        .await
+        .unwrap();
+    let path = unique_table("unknownpart");
+    let admin = connection_to(&cluster.bootstrap()).await.get_admin().unwrap();
+    admin.create_database(&path.database, None, true).await.unwrap();
+    plant_unknown_partitioned_table(&cluster, &path);
+    let mut s = settings();
+    s.bootstrap_servers = cluster.bootstrap();
+    let dead_letters = s.dead_letter_table.clone().unwrap();
+    let w = writer(s).await;
+    let schema = w.table_schema(&path).await.unwrap();
+    assert_eq!(
+        schema.partition_keys,
+        vec!["region".to_string()],
+        "the planted table opens"
+    );
+
+    let report = write_json(
+        &w,
+        &schema,
+        RowKind::Append,
+        &[
+            r#"{"id":1,"region":"eu","name":"a"}"#,
+            r#"{"id":2,"region":"us","name":"b"}"#,
+        ],
+    )
+    .await;
+    assert_eq!((report.written, report.dead_lettered), (0, 2));
+    let again = Instant::now();
+    let report = write_json(
+        &w,
+        &schema,
+        RowKind::Append,
+        &[r#"{"id":3,"region":"eu","name":"c"}"#],
+    )
+    .await;
+    assert_eq!(report.dead_lettered, 1);
+    assert!(
+        again.elapsed() < Duration::from_secs(5),
+        "a table seen unknown for 10 s is refused at once after, took {:?}",
+        again.elapsed()
+    );
+    let letters = read_log_at(&cluster.bootstrap(), &dead_letters, 3, Duration::from_secs(20)).await;
+    assert_eq!(letters.len(), 3, "{letters:?}");
+    for letter in &letters {
+        assert_eq!(letter[7], "partition");
+        assert!(
+            letter[8].contains(&format!("Fluss's coordinator does not know table {path}")),
+            "{}",
+            letter[8]
+        );
+    }
+
+    // The coordinator still brings tables up: a new one takes a row.
+    let fresh = unique_table("afterunknown");
+    let fresh_schema = tokio::time::timeout(Duration::from_secs(30), w.ensure_table(&events(&fresh)))
+        .await
+        .expect("a new table comes up")
+        .unwrap();
+    let report = write_json(&w, &fresh_schema, RowKind::Append, &[r#"{"id":1,"name":"n"}"#]).await;
     assert_eq!(report.written, 1);
 }

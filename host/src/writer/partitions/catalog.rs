@@ -99,7 +99,17 @@ impl FlussWriter {
             .map_err(|_| late("listing the partitions"))?
             .map_err(|e| failed("listing the partitions", e))?;
         partitioning.remember(listed.iter().map(|p| p.get_partition_name()));
-        for name in partitioning.unknown(names) {
+        let missing = partitioning.unknown(names);
+        if !missing.is_empty()
+            && partitioning.creates_missing()
+            && let Err(reason) = self
+                .before_creating_partitions(path, table.table_id, deadline)
+                .await?
+        {
+            refused.extend(missing.into_iter().map(|name| (name.clone(), reason.clone())));
+            return Ok(refused);
+        }
+        for name in missing {
             if !partitioning.creates_missing() {
                 let who = if partitioning.is_auto_partitioned() {
                     "Fluss creates this table's partitions itself (auto-partitioning) and "

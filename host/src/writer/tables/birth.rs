@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use fluss::metadata::{TableBucket, TableDescriptor};
 use fluss::rpc::FlussError;
 
+use super::coordinator::Known;
 use super::{expired, fluss_path};
 use crate::deadline::Deadline;
 use crate::schema::TablePath;
@@ -208,7 +209,7 @@ impl FlussWriter {
 
     /// Whether the new table at `path` opens with a leader for each bucket
     /// (a partitioned table's buckets come with its partitions: it is up
-    /// once it opens).
+    /// once it opens and the coordinator knows it).
     async fn look_at_new_table(&self, path: &TablePath, deadline: Deadline) -> Result<Look, WriteError> {
         let table = match deadline
             .run(self.connection.get_table(&fluss_path(path)))
@@ -226,7 +227,16 @@ impl FlussWriter {
         };
         let info = table.get_table_info();
         if info.is_partitioned() {
-            return Ok(Look::Up);
+            // Its buckets come with its partitions; the coordinator must
+            // know it before one is created (see `coordinator`).
+            return Ok(
+                match self.coordinator_knows(path, info.get_table_id(), deadline).await {
+                    Ok(Known::Yes) => Look::Up,
+                    Ok(Known::No) => Look::Down("Fluss's coordinator does not know it".into()),
+                    Err(e @ WriteError::DeadlinePassed { .. }) => return Err(e),
+                    Err(e) => Look::Unreachable(e.to_string()),
+                },
+            );
         }
         let cluster = self.connection.get_metadata().get_cluster();
         let leaderless = (0..info.get_num_buckets()).find(|&b| {

@@ -3,11 +3,13 @@
 //! routed tables resolved by name.
 
 mod birth;
+mod coordinator;
 mod evolve;
 mod follow;
 pub(in crate::writer) mod routing;
 
 pub(in crate::writer) use birth::Births;
+pub(in crate::writer) use coordinator::KnownTables;
 pub use evolve::AddedColumns;
 pub use follow::SchemaChange;
 
