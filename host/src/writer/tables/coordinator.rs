@@ -103,32 +103,44 @@ impl FlussWriter {
     }
 }
 
-/// The tables the coordinator was seen to know, and since when others were
-/// seen unknown, by table id.
+/// What the writer has seen of a table's standing with the coordinator.
+#[derive(Debug, Clone, Copy)]
+enum Seen {
+    /// The coordinator knows it: no need to ask again.
+    Known,
+    /// The coordinator did not know it, first at this instant.
+    UnknownSince(std::time::Instant),
+}
+
+/// What the writer has seen of the coordinator's tables, by table id.
 #[derive(Debug, Default)]
-pub(in crate::writer) struct KnownTables(
-    std::sync::Mutex<std::collections::HashMap<i64, Option<std::time::Instant>>>,
-);
+pub(in crate::writer) struct KnownTables(std::sync::Mutex<std::collections::HashMap<i64, Seen>>);
 
 impl KnownTables {
-    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<i64, Option<std::time::Instant>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<i64, Seen>> {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn contains(&self, table_id: i64) -> bool {
-        matches!(self.map().get(&table_id), Some(None))
+        matches!(self.map().get(&table_id), Some(Seen::Known))
     }
 
     fn knows(&self, table_id: i64) {
-        self.map().insert(table_id, None);
+        self.map().insert(table_id, Seen::Known);
     }
 
     /// How long `table_id` has been seen unknown (zero the first time).
     fn unknown_for(&self, table_id: i64) -> Duration {
         let now = std::time::Instant::now();
         let mut map = self.map();
-        let since = map.entry(table_id).or_insert(Some(now)).get_or_insert(now);
-        now.saturating_duration_since(*since)
+        let seen = map.entry(table_id).or_insert(Seen::UnknownSince(now));
+        match *seen {
+            Seen::UnknownSince(since) => now.saturating_duration_since(since),
+            Seen::Known => {
+                *seen = Seen::UnknownSince(now);
+                Duration::ZERO
+            }
+        }
     }
 }
 
