@@ -61,6 +61,16 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Awaits `step`, failing the test with `what` when it has not ended within
+/// `limit`: a step whose other side never answers (fluss-rs has no timeout
+/// of its own) names itself instead of hanging the test binary.
+pub async fn within<T>(limit: std::time::Duration, what: &str, step: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(limit, step).await {
+        Ok(out) => out,
+        Err(_) => panic!("{what} did not end within {limit:?}"),
+    }
+}
+
 /// The tests' HTTP client: every call bounded (10 s in all), so a server
 /// that accepts and never answers fails the test instead of hanging it.
 pub fn http() -> &'static ureq::Agent {

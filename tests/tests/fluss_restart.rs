@@ -34,9 +34,15 @@ use integration_tests::fluss_cluster::{
     connection_to, read_log_at, read_partition_at, settings, unique_table, writer,
 };
 use integration_tests::local_cluster::{LocalCluster, fluss_script};
-use integration_tests::{table, text_batch};
+use integration_tests::{table, text_batch, within};
 
 const PER_BATCH: usize = 100;
+/// How long one question to the cluster (a connection, a table, a lookup)
+/// may take before the test fails naming it.
+const ASK_LIMIT: Duration = Duration::from_secs(30);
+/// How long connecting and creating the stream's tables may take (each
+/// creation is bounded by the writer's delivery timeout).
+const START_LIMIT: Duration = Duration::from_secs(300);
 /// Batches written after the last restart, so that the stream is seen to go on.
 const BATCHES_AFTER: usize = 5;
 
@@ -72,11 +78,19 @@ impl ReplicatedCluster {
 
 /// The id of the tablet server leading bucket 0 of `path`, as the cluster says now.
 async fn leader_of(bootstrap_servers: &str, path: &TablePath) -> i32 {
-    let conn = connection_to(bootstrap_servers).await;
-    let table = conn
-        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-        .await
-        .expect("the table exists");
+    let conn = within(
+        ASK_LIMIT,
+        "connecting to ask for a leader",
+        connection_to(bootstrap_servers),
+    )
+    .await;
+    let table = within(
+        ASK_LIMIT,
+        "opening the table to ask for its leader",
+        conn.get_table(&FlussPath::new(path.database.clone(), path.table.clone())),
+    )
+    .await
+    .expect("the table exists");
     let bucket = TableBucket::new(table.get_table_info().table_id, 0);
     conn.get_metadata()
         .get_cluster()
@@ -238,19 +252,32 @@ async fn keyed_state(bootstrap_servers: &str, path: &TablePath, ids: usize) -> B
         lookup_batch_timeout_ms: 1,
         ..Default::default()
     };
-    let conn = fluss::client::FlussConnection::new(config)
-        .await
-        .expect("Fluss is reachable");
-    let table = conn
-        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-        .await
-        .unwrap();
+    let conn = within(
+        ASK_LIMIT,
+        "connecting for lookups",
+        fluss::client::FlussConnection::new(config),
+    )
+    .await
+    .expect("Fluss is reachable");
+    let table = within(
+        ASK_LIMIT,
+        "opening the primary-key table for lookups",
+        conn.get_table(&FlussPath::new(path.database.clone(), path.table.clone())),
+    )
+    .await
+    .unwrap();
     let mut lookuper = table.new_lookup().unwrap().create_lookuper().unwrap();
     let mut state = BTreeMap::new();
     for id in 0..ids as i64 {
         let mut key = GenericRow::new(1);
         key.set_field(0, id);
-        let found = lookuper.lookup(&key).await.expect("lookup");
+        let found = within(
+            ASK_LIMIT,
+            &format!("the lookup of key {id}"),
+            lookuper.lookup(&key),
+        )
+        .await
+        .expect("lookup");
         if let Some(row) = found.get_single_row().unwrap() {
             state.insert(id, row.get_int(1).unwrap());
         }
@@ -408,8 +435,16 @@ struct RunningStream {
 impl RunningStream {
     /// Creates fresh tables on the cluster at `bootstrap` and starts streaming.
     async fn start(bootstrap: String) -> Self {
-        let writer = Arc::new(writer(restart_settings(bootstrap.clone())).await);
-        let tables = tables(&writer).await;
+        let (writer, tables) = within(
+            START_LIMIT,
+            "connecting and creating the stream's tables",
+            async {
+                let writer = Arc::new(writer(restart_settings(bootstrap.clone())).await);
+                let tables = tables(&writer).await;
+                (writer, tables)
+            },
+        )
+        .await;
         let (stop, progress) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
         let task = tokio::spawn(stream(
             writer.clone(),
@@ -451,7 +486,9 @@ impl RunningStream {
     /// Lets the stream write its last batches, then checks that nothing was lost.
     async fn finish_and_check(self) {
         self.stop.store(true, Ordering::SeqCst);
-        let out = self.task.await.expect("the stream ran to its end");
+        let out = within(START_LIMIT, "the stream's last batches", self.task)
+            .await
+            .expect("the stream ran to its end");
         assert_nothing_lost(&self.bootstrap, &self.writer, &out, &self.tables).await;
     }
 }

@@ -147,6 +147,7 @@ pub(crate) fn run_all<'a>(
                          named `has been running for over 60 seconds` is the one that hung)",
                         started.binary.name
                     );
+                    dump_stacks(started.child.id(), started.log.as_deref());
                     kill_group(started.child.id());
                     let _ = started.child.wait();
                     Some(Outcome::TimedOut)
@@ -219,6 +220,41 @@ fn outcome_of(status: ExitStatus) -> Outcome {
     }
 }
 
+/// Writes the stack of every thread of the hung process `pid` (gdb, when
+/// the machine has it) into its log, or to stderr when it has none, so that
+/// a hang says where it waited. Bounded: gdb gets two minutes.
+fn dump_stacks(pid: u32, log: Option<&std::path::Path>) {
+    let pid = pid.to_string();
+    let output = Command::new("timeout")
+        .args([
+            "120",
+            "gdb",
+            "-p",
+            &pid,
+            "-batch",
+            "-ex",
+            "thread apply all bt 40",
+        ])
+        .stdin(Stdio::null())
+        .output();
+    let text = match output {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        Ok(out) => format!(
+            "(no stacks: gdb ended with {}: {})\n",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => format!("(no stacks: cannot run gdb: {e})\n"),
+    };
+    let text = format!("\nxtask test: the stacks of process {pid} when it was killed:\n{text}");
+    match log.map(|path| File::options().append(true).open(path)) {
+        Some(Ok(mut file)) => {
+            let _ = std::io::Write::write_all(&mut file, text.as_bytes());
+        }
+        _ => eprintln!("{text}"),
+    }
+}
+
 /// SIGTERM to the process group `pgid`, then SIGKILL 5 s later.
 fn kill_group(pgid: u32) {
     let group = format!("-{pgid}");
@@ -230,6 +266,29 @@ fn kill_group(pgid: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hung_process_s_stacks_go_into_its_log() {
+        let mut hung = Command::new("sleep").arg("60").spawn().unwrap();
+        let log = std::env::temp_dir().join(format!("xtask-stacks-{}.log", std::process::id()));
+        std::fs::write(&log, "before\n").unwrap();
+        dump_stacks(hung.id(), Some(&log));
+        let _ = hung.kill();
+        let _ = hung.wait();
+        let text = std::fs::read_to_string(&log).unwrap();
+        let _ = std::fs::remove_file(&log);
+        assert!(text.starts_with("before\n"), "the log is appended to: {text}");
+        assert!(text.contains(&format!("the stacks of process {} when it was killed", hung.id())));
+        let has_gdb = Command::new("gdb")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if has_gdb {
+            assert!(text.contains("#0 "), "gdb's frames: {text}");
+        } else {
+            assert!(text.contains("(no stacks: "), "why there are none: {text}");
+        }
+    }
 
     fn lanes() -> Lanes {
         Lanes {
