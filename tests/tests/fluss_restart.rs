@@ -13,7 +13,11 @@
 //!   readable). No client can prevent that, so the crash is tested where
 //!   Fluss promises durability: with replicas.
 //! - A graceful restart (SIGTERM) of the only tablet server of a cluster of
-//!   this test's own.
+//!   this test's own, down until the stream's writes wait, with a writer on
+//!   the shared cluster beside it in the same process. The restart often
+//!   makes fluss-rs's sender of the restarted stream panic; the bystander's
+//!   client must be left alone (renewing it once hung this test: see
+//!   `host/src/writer/sender_thread.rs`), and its rows land once each.
 //!
 //! Both fail, never skip, when a cluster cannot be had.
 
@@ -27,7 +31,7 @@ use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::JsonMapping;
 use iggy_connector_fluss_sink::{
-    DeadLetterKind, FlussWriter, MadeRows, WriteError, WriteReport, WriterSettings,
+    DeadLetterKind, FlussWriter, InstanceMetrics, MadeRows, WriteError, WriteReport, WriterSettings,
 };
 use iggy_connector_fluss_sink::{TablePath, TableSchema};
 use integration_tests::fluss_cluster::{
@@ -422,10 +426,93 @@ fn restart_settings(bootstrap_servers: String) -> WriterSettings {
     }
 }
 
+/// A writer on the shared cluster appending batches of [`PER_BATCH`] rows
+/// to a log table of its own until stopped.
+struct Bystander {
+    writer: Arc<FlussWriter>,
+    metrics: Arc<InstanceMetrics>,
+    table: TableSchema,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<(usize, TableOutcome)>,
+}
+
+impl Bystander {
+    async fn start() -> Self {
+        let metrics = Arc::new(InstanceMetrics::new(fastrand::u32(1_000_000..)));
+        let bootstrap = integration_tests::fluss_cluster::bootstrap();
+        let (writer, table) = within(
+            START_LIMIT,
+            "connecting the bystander and creating its table",
+            async {
+                let writer = writer(restart_settings(bootstrap)).await;
+                let writer = Arc::new(writer.observed_by(metrics.clone()));
+                let columns = [("id", "BIGINT", false), ("batch", "INT", true)];
+                let schema = table(&unique_table("bystander").to_string(), &columns, &[]);
+                let table = writer.ensure_table(&schema).await.unwrap();
+                (writer, table)
+            },
+        )
+        .await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let (writer, table, stop) = (writer.clone(), table.clone(), stop.clone());
+            async move {
+                let mut outcome = TableOutcome::default();
+                let mut batches = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let payloads: Vec<String> = (0..PER_BATCH)
+                        .map(|i| payload(batches * PER_BATCH + i, batches))
+                        .collect();
+                    write_json(&writer, &table, RowKind::Append, &payloads, batches, &mut outcome).await;
+                    batches += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                (batches, outcome)
+            }
+        });
+        Self {
+            writer,
+            metrics,
+            table,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops it and checks that its client was never renewed (while
+    /// `restarted`'s writer's was, or not) and that its table holds each
+    /// row it wrote once.
+    async fn finish_and_check(self, restarted: &InstanceMetrics) {
+        self.stop.store(true, Ordering::SeqCst);
+        let (batches, out) = within(START_LIMIT, "the bystander's last batch", self.task)
+            .await
+            .expect("the bystander ran to its end");
+        eprintln!(
+            "the restarted stream's writer client was renewed {} time(s); the bystander's {} time(s), \
+             over its {batches} batches",
+            restarted.client_renewals(),
+            self.metrics.client_renewals()
+        );
+        assert_eq!(
+            self.metrics.client_renewals(),
+            0,
+            "a panic in another writer's sender renewed this writer's client"
+        );
+        let sent = batches * PER_BATCH;
+        assert_eq!(out.report.written, sent, "every row of the bystander written");
+        let bootstrap = integration_tests::fluss_cluster::bootstrap();
+        let rows = read_log_at(&bootstrap, &self.table.path, sent + 1, Duration::from_secs(10)).await;
+        assert_each_once(&rows, 0..sent, &out.resent, "the bystander's table");
+        drop(self.writer);
+    }
+}
+
 /// A stream (see [`stream`]) running against the cluster at `bootstrap`.
 struct RunningStream {
     bootstrap: String,
     writer: Arc<FlussWriter>,
+    /// What the writer counts (its client's renewals).
+    metrics: Arc<InstanceMetrics>,
     tables: StreamTables,
     stop: Arc<AtomicBool>,
     progress: Arc<AtomicUsize>,
@@ -435,11 +522,13 @@ struct RunningStream {
 impl RunningStream {
     /// Creates fresh tables on the cluster at `bootstrap` and starts streaming.
     async fn start(bootstrap: String) -> Self {
+        let metrics = Arc::new(InstanceMetrics::new(fastrand::u32(1_000_000..)));
         let (writer, tables) = within(
             START_LIMIT,
             "connecting and creating the stream's tables",
             async {
-                let writer = Arc::new(writer(restart_settings(bootstrap.clone())).await);
+                let writer = writer(restart_settings(bootstrap.clone())).await;
+                let writer = Arc::new(writer.observed_by(metrics.clone()));
                 let tables = tables(&writer).await;
                 (writer, tables)
             },
@@ -455,6 +544,7 @@ impl RunningStream {
         Self {
             bootstrap,
             writer,
+            metrics,
             tables,
             stop,
             progress,
@@ -480,6 +570,24 @@ impl RunningStream {
                 more - (target - self.progress.load(Ordering::SeqCst))
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until the stream has written nothing for `quiet` (a write of
+    /// it waits), failing the test after 60 s.
+    async fn wait_until_stalled(&self, quiet: Duration) {
+        let started = std::time::Instant::now();
+        let (mut seen, mut since) = (self.progress.load(Ordering::SeqCst), std::time::Instant::now());
+        while since.elapsed() < quiet {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the stream went on writing for 60 s with its only tablet server down"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = self.progress.load(Ordering::SeqCst);
+            if now != seen {
+                (seen, since) = (now, std::time::Instant::now());
+            }
         }
     }
 
@@ -522,10 +630,20 @@ async fn a_single_tablet_server_restarted_gracefully_mid_stream_loses_nothing() 
         .unwrap();
     let run = RunningStream::start(cluster.bootstrap()).await;
     run.wait_for_batches(5).await;
-    let env = cluster.env();
-    tokio::task::spawn_blocking(move || fluss_script(&env, &["restart-tablet", "TERM", "0"]))
-        .await
-        .unwrap();
+    // A writer on the shared cluster beside it, in the same process: the
+    // restart often makes fluss-rs's sender of the restarted stream panic
+    // (see `host/src/writer/client_panics.rs`), which must leave this
+    // writer's client alone.
+    let bystander = Bystander::start().await;
+    let script = |args: &'static [&'static str]| {
+        let env = cluster.env();
+        tokio::task::spawn_blocking(move || fluss_script(&env, args))
+    };
+    script(&["kill-tablet", "TERM", "0"]).await.unwrap();
+    run.wait_until_stalled(Duration::from_secs(3)).await;
+    script(&["start-tablet", "0"]).await.unwrap();
+    run.wait_for_batches(3).await;
+    bystander.finish_and_check(&run.metrics).await;
     run.finish_and_check().await;
     drop(cluster);
 }

@@ -169,6 +169,13 @@ impl InstanceMetrics {
         self.tables_remade.inc();
     }
 
+    /// How many times the writer gave its client up after its sender
+    /// panicked (see [`InstanceMetrics::client_renewed`]).
+    #[cfg(feature = "test-support")]
+    pub fn client_renewals(&self) -> u64 {
+        self.client_renewals.get()
+    }
+
     /// How many tables the writer dropped and created again (see
     /// [`InstanceMetrics::table_remade`]).
     #[cfg(feature = "test-support")]

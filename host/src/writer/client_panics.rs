@@ -10,27 +10,34 @@
 //!
 //! The task's end cannot be seen through the client's API, so the process's
 //! panic hook (this library's own: a `cdylib` carries its own copy of the
-//! standard library) notes when code of fluss-rs panicked. A writer waiting
-//! for an acknowledgement after such a panic renews the connection's writer
-//! client: the old one is closed (later sends through it fail at once),
-//! the open tables are forgotten, so that the next write opens them again
-//! on a new client, and every write sent before the renewal gives up its
-//! wait and is sent again by its caller (the spool, or the runtime). A write
-//! that had reached Fluss before the panic may so be written twice.
+//! standard library) notes when a writer's sender panicked: each sender
+//! runs on a thread of its writer's own ([`super::sender_thread`]), named
+//! after it. A writer waiting for an acknowledgement after its sender
+//! panicked renews the connection's writer client: the old one is closed
+//! (its sender is gone, so that returns at once, and later sends through
+//! it fail at once), the open tables are forgotten, so that the next write
+//! opens them again on a new client, and every write sent before the
+//! renewal gives up its wait and is sent again by its caller (the spool, or
+//! the runtime). A write that had reached Fluss before the panic may so be
+//! written twice.
 //!
-//! Any panic in fluss-rs counts, another instance's too: a writer renews
-//! its client only while one of its writes waits for an answer.
+//! A panic of another writer's sender, or of fluss-rs code on any other
+//! thread, renews nothing: closing a healthy client can leave its sender
+//! spinning (see [`super::sender_thread`]).
 
+use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::sender_thread::current_sender;
 use crate::writer::FlussWriter;
 
-/// When code of fluss-rs last panicked in this process.
-static LAST_PANIC: Mutex<Option<Instant>> = Mutex::new(None);
+/// When each writer's sender last panicked, by the writer's sender id.
+static LAST_PANICS: Mutex<Option<HashMap<u64, Instant>>> = Mutex::new(None);
 
 /// Installs the panic hook (once per process). A panic in fluss-rs is
-/// noted and logged at error level, in one line; every other panic goes to
+/// noted (when on a writer's sender thread) and logged at error level, in
+/// one line; every other panic goes to
 /// the hook in force before. fluss-rs's panics skip that hook: with
 /// `RUST_BACKTRACE` set, it resolves a backtrace on the runtime's worker
 /// thread that panicked (the first took 190 ms in a test build), while the
@@ -41,14 +48,22 @@ pub(crate) fn watch() {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| match info.location() {
             Some(location) if is_fluss_rs(location.file()) => {
-                note();
+                let sender = current_sender();
+                if let Some(sender) = sender {
+                    note(sender);
+                }
                 let message = info
                     .payload()
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
                     .or_else(|| info.payload().downcast_ref::<String>().cloned())
                     .unwrap_or_default();
-                tracing::error!("fluss-rs panicked at {location}: {message}");
+                match sender {
+                    Some(sender) => tracing::error!(
+                        "fluss-rs panicked at {location}, in the sender of writer {sender}: {message}"
+                    ),
+                    None => tracing::error!("fluss-rs panicked at {location}: {message}"),
+                }
             }
             _ => previous(info),
         }));
@@ -63,14 +78,18 @@ fn is_fluss_rs(file: &str) -> bool {
     file.contains("/fluss-rs-") || file.contains("crates/fluss/src/")
 }
 
-/// Notes that fluss-rs panicked now.
-fn note() {
-    *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+/// Notes that the sender of writer `sender` panicked now.
+fn note(sender: u64) {
+    let mut panics = LAST_PANICS.lock().unwrap_or_else(|e| e.into_inner());
+    panics
+        .get_or_insert_with(HashMap::new)
+        .insert(sender, Instant::now());
 }
 
-/// When code of fluss-rs last panicked in this process.
-fn last_panic() -> Option<Instant> {
-    *LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner())
+/// When the sender of writer `sender` last panicked.
+fn last_panic(sender: u64) -> Option<Instant> {
+    let panics = LAST_PANICS.lock().unwrap_or_else(|e| e.into_inner());
+    panics.as_ref()?.get(&sender).copied()
 }
 
 /// The error a write given up this way ends its wait with.
@@ -81,13 +100,13 @@ pub(in crate::writer) fn writer_renewed() -> fluss::error::Error {
 }
 
 impl FlussWriter {
-    /// Renews the writer client when fluss-rs panicked since it was made.
+    /// Renews the writer client when its sender panicked since it was made.
     pub(in crate::writer) async fn renew_after_client_panic(&self) {
         self.client_renewed_since_panic().await;
     }
 
     /// Whether the write sent at `sent` went through a writer client given
-    /// up after a panic in fluss-rs (renewing the client first, when no
+    /// up after its sender panicked (renewing the client first, when no
     /// renewal followed the last panic yet).
     pub(in crate::writer) async fn lost_to_client_panic(&self, sent: Instant) -> bool {
         match self.client_renewed_since_panic().await {
@@ -97,10 +116,10 @@ impl FlussWriter {
     }
 
     /// When the writer client was last renewed after a panic, renewing it
-    /// now when fluss-rs panicked since it was made; `None` while fluss-rs
-    /// never panicked.
+    /// now when its sender panicked since it was made; `None` while this
+    /// writer's sender never panicked.
     async fn client_renewed_since_panic(&self) -> Option<Instant> {
-        let panicked = last_panic()?;
+        let panicked = last_panic(self.sender.id())?;
         let mut made = self.client_made.lock().await;
         if panicked >= *made {
             // Take the client out: the next table opened makes a new one.
@@ -108,6 +127,9 @@ impl FlussWriter {
             // it fail at once; its sender task is gone, so it does not wait.
             if let Err(e) = self.connection.close(Duration::ZERO).await {
                 tracing::debug!("closing the writer client fluss-rs panicked in: {e}");
+            }
+            if let Err(e) = self.make_writer_client() {
+                tracing::warn!("making a new writer client (the next table opened makes one): {e}");
             }
             let forgotten = {
                 let mut tables = self.tables.lock().await;

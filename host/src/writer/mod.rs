@@ -24,6 +24,7 @@ mod error;
 pub(crate) mod nodelay;
 mod partitions;
 mod send;
+mod sender_thread;
 mod settings;
 mod tables;
 mod unanswered;
@@ -224,11 +225,17 @@ pub struct FlussWriter {
     /// The tables Fluss's coordinator was seen to know (see
     /// [`tables::KnownTables`]).
     known_tables: tables::KnownTables,
+    /// The thread the connection's writer client sends from (see
+    /// [`sender_thread`]).
+    sender: sender_thread::SenderThread,
 }
 
 impl Drop for FlussWriter {
     fn drop(&mut self) {
         self.sweeping.abort();
+        // Before the client is dropped: its sender is stopped where it is,
+        // instead of being left to send what is left (see [`sender_thread`]).
+        self.sender.stop();
     }
 }
 
@@ -270,6 +277,13 @@ impl FlussWriter {
             step: format!("{step} {}", settings.bootstrap_servers),
         };
         client_panics::watch();
+        let sender = sender_thread::SenderThread::start().map_err(|e| WriteError::Connect {
+            servers: settings.bootstrap_servers.clone(),
+            source: Box::new(fluss::error::Error::IoUnexpectedError {
+                message: "cannot start the thread the writer client sends from".into(),
+                source: e,
+            }),
+        })?;
         let connection = deadline
             .run(FlussConnection::new(config))
             .await
@@ -308,7 +322,14 @@ impl FlussWriter {
             client_made: Mutex::new(std::time::Instant::now()),
             births: tables::Births::default(),
             known_tables: tables::KnownTables::default(),
+            sender,
         };
+        writer
+            .make_writer_client()
+            .map_err(|source| WriteError::Connect {
+                servers: writer.settings.bootstrap_servers.clone(),
+                source: Box::new(source),
+            })?;
         if let Some(path) = writer.settings.dead_letter_table.clone() {
             writer.open_dead_letter_table(&path, deadline).await?;
         }
@@ -381,6 +402,14 @@ impl FlussWriter {
             .run(self.admin.table_exists(&tables::fluss_path(path)))
             .await;
         matches!(asked, Ok(Ok(false)))
+    }
+
+    /// Makes the connection's writer client, unless it has one, on this
+    /// writer's sender thread (a client made elsewhere, by a table opened
+    /// without it, would send from the caller's runtime).
+    fn make_writer_client(&self) -> fluss::error::Result<()> {
+        let _on_sender = self.sender.enter();
+        self.connection.get_or_create_writer_client().map(|_| ())
     }
 
     /// Closes the connection, waiting up to `timeout` for in-flight writes.

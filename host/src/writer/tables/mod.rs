@@ -263,6 +263,9 @@ impl FlussWriter {
         )
         .map_err(fail)?;
         let arrow_schema = fluss::record::to_arrow_schema(row_type).map_err(|e| fail(e.to_string()))?;
+        // A writer client made here (none is, after a renewal) sends from
+        // this writer's sender thread.
+        let on_sender = self.sender.enter();
         let sink = if table.has_primary_key() {
             Sink::Keyed(
                 table
@@ -279,6 +282,7 @@ impl FlussWriter {
                     .map_err(|e| fail(e.to_string()))?,
             )
         };
+        drop(on_sender);
         let whole_batches = !info.has_bucket_key() || info.get_num_buckets() <= 1;
         let kind = match &sink {
             Sink::Log(_) if whole_batches => TableKind::Columns(arrow_schema.clone()),
