@@ -263,7 +263,8 @@ impl FlussWriter {
         )
         .map_err(fail)?;
         let arrow_schema = fluss::record::to_arrow_schema(row_type).map_err(|e| fail(e.to_string()))?;
-        // A writer client made here (none is, after a renewal) sends from
+        // Should the connection have no writer client (the writer makes one
+        // at connect and at each renewal), the one made here also sends from
         // this writer's sender thread.
         let on_sender = self.sender.enter();
         let sink = if table.has_primary_key() {
