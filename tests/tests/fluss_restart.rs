@@ -426,10 +426,17 @@ fn restart_settings(bootstrap_servers: String) -> WriterSettings {
     }
 }
 
+/// A writer for the cluster at `bootstrap`, with the restart tests'
+/// settings, observed by metrics of its own.
+async fn observed_writer(bootstrap: String) -> (Arc<FlussWriter>, Arc<InstanceMetrics>) {
+    let metrics = Arc::new(InstanceMetrics::new(fastrand::u32(1_000_000..)));
+    let writer = writer(restart_settings(bootstrap)).await;
+    (Arc::new(writer.observed_by(metrics.clone())), metrics)
+}
+
 /// A writer on the shared cluster appending batches of [`PER_BATCH`] rows
 /// to a log table of its own until stopped.
 struct Bystander {
-    writer: Arc<FlussWriter>,
     metrics: Arc<InstanceMetrics>,
     table: TableSchema,
     stop: Arc<AtomicBool>,
@@ -438,24 +445,22 @@ struct Bystander {
 
 impl Bystander {
     async fn start() -> Self {
-        let metrics = Arc::new(InstanceMetrics::new(fastrand::u32(1_000_000..)));
         let bootstrap = integration_tests::fluss_cluster::bootstrap();
-        let (writer, table) = within(
+        let (writer, metrics, table) = within(
             START_LIMIT,
             "connecting the bystander and creating its table",
             async {
-                let writer = writer(restart_settings(bootstrap)).await;
-                let writer = Arc::new(writer.observed_by(metrics.clone()));
+                let (writer, metrics) = observed_writer(bootstrap).await;
                 let columns = [("id", "BIGINT", false), ("batch", "INT", true)];
                 let schema = table(&unique_table("bystander").to_string(), &columns, &[]);
                 let table = writer.ensure_table(&schema).await.unwrap();
-                (writer, table)
+                (writer, metrics, table)
             },
         )
         .await;
         let stop = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn({
-            let (writer, table, stop) = (writer.clone(), table.clone(), stop.clone());
+            let (table, stop) = (table.clone(), stop.clone());
             async move {
                 let mut outcome = TableOutcome::default();
                 let mut batches = 0;
@@ -471,7 +476,6 @@ impl Bystander {
             }
         });
         Self {
-            writer,
             metrics,
             table,
             stop,
@@ -479,9 +483,9 @@ impl Bystander {
         }
     }
 
-    /// Stops it and checks that its client was never renewed (while
-    /// `restarted`'s writer's was, or not) and that its table holds each
-    /// row it wrote once.
+    /// Stops it and checks that its client was never renewed and that its
+    /// table holds each row it wrote once (`restarted`: the metrics of the
+    /// restarted stream's writer, whose renewals are printed beside).
     async fn finish_and_check(self, restarted: &InstanceMetrics) {
         self.stop.store(true, Ordering::SeqCst);
         let (batches, out) = within(START_LIMIT, "the bystander's last batch", self.task)
@@ -503,7 +507,6 @@ impl Bystander {
         let bootstrap = integration_tests::fluss_cluster::bootstrap();
         let rows = read_log_at(&bootstrap, &self.table.path, sent + 1, Duration::from_secs(10)).await;
         assert_each_once(&rows, 0..sent, &out.resent, "the bystander's table");
-        drop(self.writer);
     }
 }
 
@@ -522,15 +525,13 @@ struct RunningStream {
 impl RunningStream {
     /// Creates fresh tables on the cluster at `bootstrap` and starts streaming.
     async fn start(bootstrap: String) -> Self {
-        let metrics = Arc::new(InstanceMetrics::new(fastrand::u32(1_000_000..)));
-        let (writer, tables) = within(
+        let (writer, metrics, tables) = within(
             START_LIMIT,
             "connecting and creating the stream's tables",
             async {
-                let writer = writer(restart_settings(bootstrap.clone())).await;
-                let writer = Arc::new(writer.observed_by(metrics.clone()));
+                let (writer, metrics) = observed_writer(bootstrap.clone()).await;
                 let tables = tables(&writer).await;
-                (writer, tables)
+                (writer, metrics, tables)
             },
         )
         .await;

@@ -25,7 +25,7 @@
 //! thread, renews nothing: closing a healthy client can leave its sender
 //! spinning (see [`super::sender_thread`]).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ use super::sender_thread::current_sender;
 use crate::writer::FlussWriter;
 
 /// When each writer's sender last panicked, by the writer's sender id.
-static LAST_PANICS: Mutex<Option<HashMap<u64, Instant>>> = Mutex::new(None);
+static LAST_PANICS: Mutex<BTreeMap<u64, Instant>> = Mutex::new(BTreeMap::new());
 
 /// Installs the panic hook (once per process). A panic in fluss-rs is
 /// noted (when on a writer's sender thread) and logged at error level, in
@@ -81,15 +81,13 @@ fn is_fluss_rs(file: &str) -> bool {
 /// Notes that the sender of writer `sender` panicked now.
 fn note(sender: u64) {
     let mut panics = LAST_PANICS.lock().unwrap_or_else(|e| e.into_inner());
-    panics
-        .get_or_insert_with(HashMap::new)
-        .insert(sender, Instant::now());
+    panics.insert(sender, Instant::now());
 }
 
 /// When the sender of writer `sender` last panicked.
 fn last_panic(sender: u64) -> Option<Instant> {
     let panics = LAST_PANICS.lock().unwrap_or_else(|e| e.into_inner());
-    panics.as_ref()?.get(&sender).copied()
+    panics.get(&sender).copied()
 }
 
 /// The error a write given up this way ends its wait with.
