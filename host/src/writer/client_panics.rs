@@ -84,6 +84,13 @@ fn note(sender: u64) {
     panics.insert(sender, Instant::now());
 }
 
+/// Forgets the panics of writer `sender`'s sender (the writer is gone: ids
+/// are never given again), so that the map holds live writers only.
+pub(in crate::writer) fn forget(sender: u64) {
+    let mut panics = LAST_PANICS.lock().unwrap_or_else(|e| e.into_inner());
+    panics.remove(&sender);
+}
+
 /// When the sender of writer `sender` last panicked.
 fn last_panic(sender: u64) -> Option<Instant> {
     let panics = LAST_PANICS.lock().unwrap_or_else(|e| e.into_inner());
@@ -168,5 +175,20 @@ mod tests {
         ] {
             assert!(!is_fluss_rs(file), "{file}");
         }
+    }
+
+    #[test]
+    fn a_gone_writer_s_panics_are_forgotten_and_no_other_s() {
+        // Ids no writer of this test process has (they count up from 1).
+        let (gone, live) = (u64::MAX - 1, u64::MAX);
+        note(gone);
+        note(live);
+        forget(gone);
+        assert_eq!(last_panic(gone), None, "the gone writer's panic is kept");
+        assert!(
+            last_panic(live).is_some(),
+            "another writer's panic was forgotten too"
+        );
+        forget(live);
     }
 }

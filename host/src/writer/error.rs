@@ -11,6 +11,17 @@ pub enum WriteError {
         /// The client's error.
         source: ClientError,
     },
+    /// The thread the writer's Fluss client sends from could not be started
+    /// (the process is out of threads or memory).
+    #[error(
+        "cannot start the thread the Fluss writer client sends from: {source}; the process may be out of \
+         threads or memory (ulimit -u, the container's pids limit)"
+    )]
+    SenderThread {
+        /// Why the operating system refused.
+        #[source]
+        source: std::io::Error,
+    },
     /// Fluss failed a request about a table (looking it up, creating it or
     /// its partitions).
     #[error("table {table}: {}", step_and(step.as_deref(), source))]

@@ -236,6 +236,7 @@ impl Drop for FlussWriter {
         // Before the client is dropped: its sender is stopped where it is,
         // instead of being left to send what is left (see [`sender_thread`]).
         self.sender.stop();
+        client_panics::forget(self.sender.id());
     }
 }
 
@@ -277,13 +278,8 @@ impl FlussWriter {
             step: format!("{step} {}", settings.bootstrap_servers),
         };
         client_panics::watch();
-        let sender = sender_thread::SenderThread::start().map_err(|e| WriteError::Connect {
-            servers: settings.bootstrap_servers.clone(),
-            source: Box::new(fluss::error::Error::IoUnexpectedError {
-                message: "cannot start the thread the writer client sends from".into(),
-                source: e,
-            }),
-        })?;
+        let sender =
+            sender_thread::SenderThread::start().map_err(|source| WriteError::SenderThread { source })?;
         let connection = deadline
             .run(FlussConnection::new(config))
             .await
