@@ -220,25 +220,20 @@ fn outcome_of(status: ExitStatus) -> Outcome {
     }
 }
 
+/// How long gdb gets to write a hung process's stacks.
+const STACKS_LIMIT: Duration = Duration::from_secs(120);
+
 /// Writes the stack of every thread of the hung process `pid` (gdb, when
 /// the machine has it) into its log, or to stderr when it has none, so that
-/// a hang says where it waited. Bounded: gdb gets two minutes.
+/// a hang says where it waited. Bounded: gdb gets [`STACKS_LIMIT`].
 fn dump_stacks(pid: u32, log: Option<&std::path::Path>) {
     let pid = pid.to_string();
-    let output = Command::new("timeout")
-        .args([
-            "120",
-            "gdb",
-            "-p",
-            &pid,
-            "-batch",
-            "-ex",
-            "thread apply all bt 40",
-        ])
-        .stdin(Stdio::null())
-        .output();
-    let text = match output {
+    let gdb = ["gdb", "-p", &pid, "-batch", "-ex", "thread apply all bt 40"];
+    let text = match output_within(STACKS_LIMIT, &gdb) {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        Ok(out) if out.status.code() == Some(TIMED_OUT) => {
+            format!("(no stacks: gdb did not end within {STACKS_LIMIT:?})\n")
+        }
         Ok(out) => format!(
             "(no stacks: gdb ended with {}: {})\n",
             out.status,
@@ -253,6 +248,20 @@ fn dump_stacks(pid: u32, log: Option<&std::path::Path>) {
         }
         _ => eprintln!("{text}"),
     }
+}
+
+/// The exit code of `timeout` when the command ran out of time.
+const TIMED_OUT: i32 = 124;
+
+/// Runs `command` (program and arguments) and collects its output; past
+/// `limit` it is killed (`timeout`, which then exits with [`TIMED_OUT`]).
+fn output_within(limit: Duration, command: &[&str]) -> std::io::Result<std::process::Output> {
+    Command::new("timeout")
+        .arg("--kill-after=5")
+        .arg(format!("{}", limit.as_secs_f64()))
+        .args(command)
+        .stdin(Stdio::null())
+        .output()
 }
 
 /// SIGTERM to the process group `pgid`, then SIGKILL 5 s later.
@@ -288,6 +297,18 @@ mod tests {
         } else {
             assert!(text.contains("(no stacks: "), "why there are none: {text}");
         }
+    }
+
+    #[test]
+    fn a_debugger_that_never_ends_is_stopped_at_its_limit() {
+        let started = Instant::now();
+        let out = output_within(Duration::from_millis(500), &["sleep", "60"]).unwrap();
+        assert_eq!(out.status.code(), Some(TIMED_OUT), "{:?}", out.status);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "a command past its limit of 0.5 s ran {:?}",
+            started.elapsed()
+        );
     }
 
     fn lanes() -> Lanes {
