@@ -7,6 +7,11 @@ use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::TablePath;
 use iggy_connector_fluss_sink::{FlussWriter, MadeRows, WriterSettings};
 
+/// `path` as fluss-rs names a table.
+pub fn fluss_path(path: &TablePath) -> FlussPath {
+    FlussPath::new(path.database.clone(), path.table.clone())
+}
+
 /// Runs `future` to completion on a fresh current-thread runtime (for
 /// reading back from plain, blocking tests).
 pub fn block<T>(future: impl Future<Output = T>) -> T {
@@ -101,10 +106,7 @@ async fn lookup_at<T>(
     read: impl FnOnce(&fluss::row::LookupRow<'_>) -> T,
 ) -> Option<T> {
     let conn = connection_to(bootstrap_servers).await;
-    let table = conn
-        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-        .await
-        .unwrap();
+    let table = conn.get_table(&fluss_path(path)).await.unwrap();
     let mut lookuper = table.new_lookup().unwrap().create_lookuper().unwrap();
     let found = lookuper.lookup(key).await.unwrap();
     found.get_single_row().unwrap().map(|row| read(&row))
@@ -132,9 +134,9 @@ pub async fn add_string_column_at(bootstrap_servers: &str, path: &TablePath, nam
         }],
         ..AlterTableChanges::default()
     };
-    let fluss_path = FlussPath::new(path.database.clone(), path.table.clone());
+    let fluss = fluss_path(path);
     admin
-        .alter_table(&fluss_path, false, changes)
+        .alter_table(&fluss, false, changes)
         .await
         .expect("Fluss adds a nullable column at the end");
 }
@@ -208,7 +210,7 @@ pub async fn read_log_at(
 async fn rows_held(bootstrap_servers: &str, path: &TablePath) -> Option<usize> {
     use fluss::rpc::message::OffsetSpec;
     let conn = connection_to(bootstrap_servers).await;
-    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let fluss = fluss_path(path);
     let info = conn.get_table(&fluss).await.ok()?.get_table_info().clone();
     if !info.get_partition_keys().is_empty() {
         return None;
@@ -236,7 +238,7 @@ async fn read_log_once(
     timeout: Duration,
 ) -> Vec<Vec<String>> {
     let conn = connection_to(bootstrap_servers).await;
-    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let fluss = fluss_path(path);
     let table = conn.get_table(&fluss).await.unwrap();
     let info = table.get_table_info();
     let buckets = info.get_num_buckets();
@@ -268,7 +270,7 @@ async fn read_log_once(
 /// in log order (a bucket at a time), read as [`read_log`] reads.
 pub async fn read_log_batch_sizes(path: &TablePath, expected: usize, timeout: Duration) -> Vec<usize> {
     let conn = connection().await;
-    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let fluss = fluss_path(path);
     let table = conn.get_table(&fluss).await.unwrap();
     let scanner = table.new_scan().create_record_batch_log_scanner().unwrap();
     for bucket in 0..table.get_table_info().get_num_buckets() {
@@ -314,7 +316,7 @@ pub async fn create_table_up(
     use fluss::metadata::TableBucket;
     let conn = connection_to(bootstrap_servers).await;
     let admin = conn.get_admin().unwrap();
-    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let fluss = fluss_path(path);
     admin.create_database(&path.database, None, true).await.unwrap();
     for attempt in 0..3 {
         admin.create_table(&fluss, descriptor, false).await.unwrap();
@@ -437,7 +439,7 @@ pub fn recent_days() -> [String; 2] {
 pub async fn partition_names(path: &TablePath) -> Vec<String> {
     let conn = connection().await;
     let admin = conn.get_admin().unwrap();
-    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let fluss = fluss_path(path);
     let mut names: Vec<String> = admin
         .list_partition_infos(&fluss)
         .await
@@ -469,7 +471,7 @@ pub async fn read_partition_at(
     timeout: Duration,
 ) -> Vec<Vec<String>> {
     let conn = connection_to(bootstrap_servers).await;
-    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let fluss = fluss_path(path);
     let admin = conn.get_admin().unwrap();
     let id = admin
         .list_partition_infos(&fluss)
@@ -552,10 +554,7 @@ async fn poll_batches(
 /// writes it, e.g. `BIGINT NOT NULL`).
 pub async fn columns_of(path: &TablePath) -> Vec<(String, String)> {
     let conn = connection().await;
-    let table = conn
-        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-        .await
-        .expect("the table exists");
+    let table = conn.get_table(&fluss_path(path)).await.expect("the table exists");
     let info = table.get_table_info();
     info.row_type()
         .fields()

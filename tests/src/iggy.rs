@@ -10,11 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::TablePath;
 use serde_json::{Value, json};
 
-use crate::fluss_cluster::bootstrap;
+use crate::fluss_cluster::{bootstrap, fluss_path};
 use crate::repo_root;
 
 /// iggy-server's HTTP API. Its ports (HTTP 3000, TCP 8090, QUIC 8080,
@@ -451,7 +450,7 @@ pub fn wait_for_table_at(bootstrap_servers: &str, table: &TablePath) {
     crate::fluss_cluster::block(async {
         let conn = crate::fluss_cluster::connection_to(bootstrap_servers).await;
         let admin = conn.get_admin().unwrap();
-        let path = FlussPath::new(table.database.clone(), table.table.clone());
+        let path = fluss_path(table);
         let started = Instant::now();
         while !admin.table_exists(&path).await.unwrap_or(false) {
             assert!(

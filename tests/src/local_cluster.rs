@@ -141,10 +141,7 @@ impl LocalCluster {
             let conn = crate::fluss_cluster::connection_to(&self.bootstrap()).await;
             conn.get_admin()
                 .unwrap()
-                .drop_table(
-                    &fluss::metadata::TablePath::new(path.database.clone(), path.table.clone()),
-                    false,
-                )
+                .drop_table(&crate::fluss_cluster::fluss_path(path), false)
                 .await
                 .expect("drop the table");
         });

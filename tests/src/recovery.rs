@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 use arrow::array::{Int64Array, StringArray};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::TablePath;
 
-use crate::fluss_cluster::connection_to;
+use crate::fluss_cluster::{connection_to, fluss_path};
 use crate::metrics_text;
 
 /// When writes were acknowledged.
@@ -52,10 +51,7 @@ pub async fn direct_writes(
     acks: Acks,
 ) {
     let conn = connection_to(&bootstrap).await;
-    let table = conn
-        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-        .await
-        .unwrap();
+    let table = conn.get_table(&fluss_path(&path)).await.unwrap();
     let schema = fluss::record::to_arrow_schema(table.get_table_info().row_type()).unwrap();
     let writer = table.new_append().unwrap().create_writer().unwrap();
     let mut first = first_id;

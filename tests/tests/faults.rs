@@ -12,11 +12,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::Times::{AtMostOnce, Once};
 use integration_tests::fluss_cluster::{
-    assert_accounting, block, connection_to, lookup_string_at, read_log_at, unique_table,
+    assert_accounting, block, connection_to, fluss_path, lookup_string_at, read_log_at, unique_table,
 };
 use integration_tests::local_cluster::LocalCluster;
 use integration_tests::plugin::{Plugin, TestMessage, assert_prompt, logged, next_id};
@@ -202,7 +201,7 @@ fn hung_while_a_partition_is_made(suite: &mut Suite) {
 
     let (code, _) = suite.consume(id, &messages(20, 10));
     assert_eq!(code, 0, "after the thaw: {:?}", logged(&format!("instance={id}")));
-    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let fluss = fluss_path(&path);
     let partitions = block(async {
         let conn = connection_to(&suite.cluster.bootstrap()).await;
         conn.get_admin()

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use fluss::metadata::{TableBucket, TablePath as FlussPath};
+use fluss::metadata::TableBucket;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::JsonMapping;
@@ -35,7 +35,7 @@ use iggy_connector_fluss_sink::{
 };
 use iggy_connector_fluss_sink::{TablePath, TableSchema};
 use integration_tests::fluss_cluster::{
-    connection_to, read_log_at, read_partition_at, settings, unique_table, writer,
+    connection_to, fluss_path, read_log_at, read_partition_at, settings, unique_table, writer,
 };
 use integration_tests::local_cluster::{LocalCluster, fluss_script};
 use integration_tests::{table, text_batch, within};
@@ -91,7 +91,7 @@ async fn leader_of(bootstrap_servers: &str, path: &TablePath) -> i32 {
     let table = within(
         ASK_LIMIT,
         "opening the table to ask for its leader",
-        conn.get_table(&FlussPath::new(path.database.clone(), path.table.clone())),
+        conn.get_table(&fluss_path(path)),
     )
     .await
     .expect("the table exists");
@@ -266,7 +266,7 @@ async fn keyed_state(bootstrap_servers: &str, path: &TablePath, ids: usize) -> B
     let table = within(
         ASK_LIMIT,
         "opening the primary-key table for lookups",
-        conn.get_table(&FlussPath::new(path.database.clone(), path.table.clone())),
+        conn.get_table(&fluss_path(path)),
     )
     .await
     .unwrap();

@@ -12,7 +12,7 @@ use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::JsonMapping;
 use iggy_connector_fluss_sink::test_support::AllMade;
 use iggy_connector_fluss_sink::{ArrowIpcPayloads, ColumnChunks, DeadLetterKind, MadeRows, TableKind};
-use integration_tests::fluss_cluster::{connection, read_log, settings, unique_table, writer};
+use integration_tests::fluss_cluster::{connection, fluss_path, read_log, settings, unique_table, writer};
 use integration_tests::{table, text_batch};
 
 fn events(path: &str) -> iggy_connector_fluss_sink::TableSchema {
@@ -97,10 +97,7 @@ async fn upserts_then_deletes_on_a_primary_key_table() {
     );
 
     let conn = connection().await;
-    let t = conn
-        .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-        .await
-        .unwrap();
+    let t = conn.get_table(&fluss_path(&path)).await.unwrap();
     let mut lookuper = t.new_lookup().unwrap().create_lookuper().unwrap();
     let mut key = GenericRow::new(1);
     key.set_field(0, 1i64);

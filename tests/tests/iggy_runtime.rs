@@ -10,9 +10,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fluss::metadata::TablePath as FlussPath;
 use iggy_connector_fluss_sink::TablePath;
-use integration_tests::fluss_cluster::{block, bootstrap, connection, read_log, unique_table};
+use integration_tests::fluss_cluster::{block, bootstrap, connection, fluss_path, read_log, unique_table};
 use integration_tests::iggy::{Connector, Outgoing, Server, binaries_present, start_runtime, wait_for_table};
 use integration_tests::{component, test_cache_dir};
 
@@ -118,10 +117,7 @@ columns = [ {{ name = "offset", type = "BIGINT", nullable = false }} ]"#,
     let exists = block(async {
         let conn = connection().await;
         let admin = conn.get_admin().unwrap();
-        admin
-            .table_exists(&FlussPath::new(named.database.clone(), named.table.clone()))
-            .await
-            .unwrap()
+        admin.table_exists(&fluss_path(&named)).await.unwrap()
     });
     assert!(
         !exists,

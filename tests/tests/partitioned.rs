@@ -6,14 +6,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use fluss::metadata::TablePath as FlussPath;
 use fluss::row::{DataGetters, GenericRow};
 use fluss_row_codec::RowKind;
 use iggy_connector_fluss_sink::{ArrowIpcPayloads, WriterSettings};
 use iggy_connector_fluss_sink::{TablePath, TableSchema};
 use integration_tests::fluss_cluster::{
-    connection, lookup, newest_auto_partition, partition_names, read_log, read_partition, recent_days,
-    settings, unique_table, write_json, writer,
+    connection, fluss_path, lookup, newest_auto_partition, partition_names, read_log, read_partition,
+    recent_days, settings, unique_table, write_json, writer,
 };
 use integration_tests::{partitioned, table};
 
@@ -160,7 +159,7 @@ async fn rows_for_missing_partitions_dead_letter_when_the_sink_may_not_create_th
     let w = writer(settings).await;
     let schema = w.ensure_table(&by_region(&path, &[])).await.unwrap();
     let admin = connection().await.get_admin().unwrap();
-    let fluss = FlussPath::new(path.database.clone(), path.table.clone());
+    let fluss = fluss_path(&path);
     let spec = fluss::metadata::PartitionSpec::new([("region", "eu")].into_iter().collect());
     admin.create_partition(&fluss, &spec, false).await.unwrap();
 

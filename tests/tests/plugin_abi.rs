@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use iggy_connector_fluss_sink::TablePath;
 use integration_tests::fluss_cluster::{
-    block, bootstrap, lookup_string, newest_auto_partition, read_log, recent_days, unique_table,
+    block, bootstrap, fluss_path, lookup_string, newest_auto_partition, read_log, recent_days, unique_table,
 };
 use integration_tests::plugin::{
     Plugin, TestMessage, encode, log_config, logged, next_id, tenant_router_config,
@@ -307,7 +307,6 @@ fn a_transform_routes_into_partitioned_tables_with_metadata_columns() {
 
 #[test]
 fn open_creates_the_auto_partitioned_table_the_config_declares() {
-    use fluss::metadata::TablePath as FlussPath;
     use integration_tests::fluss_cluster::{connection, partition_names, read_partition};
     let plugin = Plugin::load();
     let path = unique_table("abi_auto");
@@ -329,10 +328,7 @@ fn open_creates_the_auto_partitioned_table_the_config_declares() {
     plugin.open_ok(id, &config);
     let info = block(async {
         let conn = connection().await;
-        let table = conn
-            .get_table(&FlussPath::new(path.database.clone(), path.table.clone()))
-            .await
-            .unwrap();
+        let table = conn.get_table(&fluss_path(&path)).await.unwrap();
         table.get_table_info().clone()
     });
     assert!(info.is_auto_partitioned());
