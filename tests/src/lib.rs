@@ -61,6 +61,15 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Writes `line`, marked `figure:`, to the test process's standard error
+/// past libtest's capture (which keeps a passing test's `eprintln!` to
+/// itself): for the figures a passing run is read for, such as the failover
+/// test's recovery times, which CI's log then shows.
+pub fn figure(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "figure: {line}");
+}
+
 /// Awaits `step`, failing the test with `what` when it has not ended within
 /// `limit`: a step whose other side never answers (fluss-rs has no timeout
 /// of its own) names itself instead of hanging the test binary.

@@ -21,15 +21,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fluss::metadata::{DataTypes, Schema, TableBucket, TableDescriptor, TablePath as FlussPath};
+use fluss::metadata::{DataTypes, Schema, TableBucket, TableDescriptor};
 use iggy_connector_fluss_sink::TablePath;
-use integration_tests::fluss_cluster::{connection_to, create_table_up, missing_and_repeated};
-use integration_tests::free_port;
+use integration_tests::fluss_cluster::{connection_to, create_table_up, fluss_path, missing_and_repeated};
 use integration_tests::local_cluster::LocalCluster;
 use integration_tests::plugin::{Plugin, TestMessage, logged};
 use integration_tests::recovery::{
     Acks, direct_writes, instance_metric, longest_stall, scrape, spooling_runs,
 };
+use integration_tests::{figure, free_port};
 use serde_json::json;
 
 /// One routed table's tablet server lost while another's is not.
@@ -71,10 +71,6 @@ async fn create_table(
         descriptor = descriptor.property("table.replication.factor", replicas.to_string());
     }
     create_table_up(bootstrap, path, &descriptor.build().unwrap()).await;
-}
-
-fn fluss_path(path: &TablePath) -> FlussPath {
-    FlussPath::new(path.database.clone(), path.table.clone())
 }
 
 /// The tablet servers leading each bucket of `path`, once each has one (a
@@ -242,14 +238,14 @@ fn measure(cluster: &LocalCluster, disturbance: Disturbance) -> Recovery {
             .max()
             .unwrap_or_default(),
     };
-    eprintln!(
+    figure(&format!(
         "{case}: fluss-rs alone went {:.1?} without an acknowledged write, the sink {:.1?}; the \
          sink's spool held batches for {:.1?} at most; the sink sent {} write(s) again itself",
         recovery.direct_stall,
         recovery.sink_stall,
         recovery.sink_spooling,
         instance_metric(&metrics, "fluss_sink_write_retries_total", id)
-    );
+    ));
 
     // Every message once, after the spool has drained.
     wait_for_drain(case, &metrics, id);
@@ -309,7 +305,9 @@ fn assert_at_most_in_flight_batches_repeat(
         .iter()
         .all(|b| (b * PER_BATCH as i64..(b + 1) * PER_BATCH as i64).all(|id| counts.get(&id) == Some(&2)));
     if !repeated.is_empty() {
-        eprintln!("{case}: the batches from ids {batches:?} (x{PER_BATCH}) landed twice");
+        figure(&format!(
+            "{case}: the batches from ids {batches:?} (x{PER_BATCH}) landed twice"
+        ));
     }
     assert!(
         batches.len() <= leaders_lost && whole_and_twice,

@@ -21,7 +21,7 @@ use iggy_connector_fluss_sink::TablePath;
 use integration_tests::local_cluster::LocalCluster;
 use integration_tests::plugin::{Plugin, TestMessage};
 use integration_tests::recovery::longest_stall;
-use integration_tests::{free_port, metrics_text};
+use integration_tests::{figure, free_port, metrics_text};
 use serde_json::json;
 
 use super::{
@@ -190,7 +190,9 @@ pub(super) fn a_lost_tables_server_does_not_stall_the_other_tables(cluster: &Loc
         longest_stall(&acks[0], began, end),
         longest_stall(&acks[1], began, end),
     );
-    eprintln!("{case}: table a went {stall_a:.1?} without an acknowledged row, table b {stall_b:.1?}");
+    figure(&format!(
+        "{case}: table a went {stall_a:.1?} without an acknowledged row, table b {stall_b:.1?}"
+    ));
     assert!(
         stall_a > stall_b + Duration::from_secs(1),
         "{case}: losing a's server stalled table a for {stall_a:.1?}, table b for {stall_b:.1?}: either b waited \
