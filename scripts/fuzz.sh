@@ -2,7 +2,8 @@
 # Runs the coverage-guided fuzz targets in fuzz/ (cargo-fuzz, nightly).
 #
 #   scripts/fuzz.sh smoke [SECONDS]   every target for SECONDS (default 30) from
-#                                     the kept corpus; new inputs go to
+#                                     the kept corpus, FUZZ_JOBS (default 2) at
+#                                     a time; new inputs go to
 #                                     target/fuzz-work/, the tree is left as it is
 #   scripts/fuzz.sh long RUNS [TARGET...]   each target (default: all) for RUNS
 #                                     executions, growing fuzz/corpus/<target>,
@@ -14,8 +15,9 @@
 # Environment: FUZZ_PROFILE=dev builds without optimisations (a quicker
 # build for a smoke; CI uses it; with cargo's CARGO_PROFILE_DEV_OPT_LEVEL=1,
 # optimised and with debug assertions), FUZZ_SANITIZER=address builds with
-# AddressSanitizer (the long runs use it), FUZZ_JOBS=N runs `long` in N processes
-# sharing the corpus (RUNS split between them), FUZZ_MAX_SECONDS caps each
+# AddressSanitizer (the long runs and CI's smoke use it), FUZZ_JOBS=N runs
+# `long` in N processes sharing the corpus (RUNS split between them) and
+# `smoke` N targets at a time (default 2), FUZZ_MAX_SECONDS caps each
 # target's `long` run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,15 +61,38 @@ run_target() { # target, corpus dirs..., -- libfuzzer args...
 }
 
 smoke() {
-  local seconds=${1:-30} target
-  for target in "${TARGETS[@]}"; do
-    local work="$PWD/target/fuzz-work/$target"
-    mkdir -p "$work" "fuzz/corpus/$target"
-    echo "== fuzz $target for ${seconds}s"
-    # shellcheck disable=SC2046
-    run_target "$target" "$work" "$PWD/fuzz/corpus/$target" $(seeds_for "$target") -- \
-      -max_total_time="$seconds" -print_final_stats=1 $(dict_for "$target")
+  local seconds=${1:-30} lanes=${FUZZ_JOBS:-2} lane failed=0
+  local logs="$PWD/target/fuzz-work/logs"
+  mkdir -p "$logs"
+  # The targets in $lanes lanes side by side (one process each: a lane per
+  # core), each lane's output printed whole when it ends.
+  local pids=()
+  for lane in $(seq 0 $((lanes - 1))); do
+    smoke_lane "$seconds" "$lane" "$lanes" >"$logs/lane-$lane.log" 2>&1 &
+    pids+=($!)
   done
+  for lane in "${!pids[@]}"; do
+    wait "${pids[$lane]}" || failed=1
+    cat "$logs/lane-$lane.log"
+  done
+  return "$failed"
+}
+
+smoke_lane() { # seconds, lane, lanes: the targets lane, lane + lanes, ...
+  local seconds=$1 lane=$2 lanes=$3 n=0 target status=0
+  for target in "${TARGETS[@]}"; do
+    if [ $((n % lanes)) -eq "$lane" ]; then
+      local work="$PWD/target/fuzz-work/$target" started=$SECONDS
+      mkdir -p "$work" "fuzz/corpus/$target"
+      echo "== fuzz $target for ${seconds}s (lane $lane)"
+      # shellcheck disable=SC2046
+      run_target "$target" "$work" "$PWD/fuzz/corpus/$target" $(seeds_for "$target") -- \
+        -max_total_time="$seconds" -print_final_stats=1 $(dict_for "$target") || status=1
+      echo "== $target: $((SECONDS - started)) s (the kept corpus replayed first)"
+    fi
+    n=$((n + 1))
+  done
+  return "$status"
 }
 
 long() {

@@ -89,8 +89,8 @@ echo "== build the plugin library (the dlopen tests load it as the runtime does)
 # wasmtime, arrow, fluss-rs and about 50 more crates.
 cargo build --workspace --all-targets
 
-echo "== fuzz smoke: every fuzz target for 30 s from its kept corpus (scripts/fuzz.sh)"
-FUZZ_PROFILE=dev scripts/fuzz.sh smoke 30
+echo "== fuzz smoke: every fuzz target for 30 s from its kept corpus, with AddressSanitizer (scripts/fuzz.sh)"
+FUZZ_PROFILE=dev FUZZ_SANITIZER=address scripts/fuzz.sh smoke 30
 
 echo "== cargo test (each test binary bounded: a hang fails within 15 minutes, named)"
 # Two binaries at a time: most tests wait on Fluss, deadlines and restarts,
