@@ -448,17 +448,24 @@ impl Pipeline {
 
     /// Closes the instance within about `timeout`: the spool's drainer gets
     /// until then to empty the queue (what is left stays on disk for the
-    /// next open), the Fluss connection what remains (at least 200 ms) for
-    /// unsent rows.
+    /// next open, and the client sends none of it); without a spool, the
+    /// client gets what remains (at least 200 ms) for unsent rows.
     pub(crate) async fn close(&self, timeout: Duration) {
         let deadline = Deadline::after(timeout);
         self.stop_follower();
-        if let Some(spooler) = &self.spooler {
-            spooler.close(timeout).await;
+        match &self.spooler {
+            // What Fluss has not acknowledged is on disk, replayed by the
+            // next open: the client must not send it as well.
+            Some(spooler) => {
+                spooler.close(timeout).await;
+                self.writer.close_without_sending();
+            }
+            None => {
+                self.writer
+                    .close(deadline.remaining().max(Duration::from_millis(200)))
+                    .await;
+            }
         }
-        self.writer
-            .close(deadline.remaining().max(Duration::from_millis(200)))
-            .await;
         let s = &self.stats;
         tracing::info!(
             received = s.received.load(Ordering::Relaxed),

@@ -408,13 +408,32 @@ impl FlussWriter {
         self.connection.get_or_create_writer_client().map(|_| ())
     }
 
-    /// Closes the connection, waiting up to `timeout` for in-flight writes.
+    /// Closes the writer: what its client still holds gets up to `timeout`
+    /// to be sent and acknowledged (a flush), then its sender is stopped
+    /// (see [`sender_thread`]): nothing is sent after this returns.
     pub async fn close(&self, timeout: std::time::Duration) {
-        let closing = tokio::time::timeout(timeout, self.connection.close(timeout));
-        match closing.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!("closing the Fluss connection: {e}"),
-            Err(_) => tracing::warn!("closing the Fluss connection: still busy after {timeout:?}"),
+        let client = {
+            let _on_sender = self.sender.enter();
+            self.connection.get_or_create_writer_client()
+        };
+        match client {
+            Ok(client) => match tokio::time::timeout(timeout, client.flush()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!("closing the Fluss writer: {e}"),
+                Err(_) => tracing::warn!(
+                    "closing the Fluss writer: rows not acknowledged within {timeout:?} are not sent"
+                ),
+            },
+            Err(e) => tracing::warn!("closing the Fluss writer: {e}"),
         }
+        self.sender.stop();
+    }
+
+    /// Closes the writer without sending what its client still holds: its
+    /// sender is stopped at once. For a writer whose every batch not yet
+    /// acknowledged is kept in the spool for the next open, which would
+    /// write again whatever this one sent after its close.
+    pub fn close_without_sending(&self) {
+        self.sender.stop();
     }
 }

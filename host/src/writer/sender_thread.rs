@@ -16,10 +16,18 @@
 //!   yields and never ends. On the sink's own runtime it held one of its
 //!   workers for good, and with it the timers of every call (seen as a test
 //!   that hung until killed). Here it holds only this thread.
+//!
+//! The writer therefore never closes its client that way: it stops this
+//! runtime ([`SenderThread::stop`]) when it closes, so that its sender,
+//! parked in its loop, is dropped there and sends nothing more. A sender
+//! left running after its writer closed would go on sending what its
+//! client held, to a server that comes back later: batches the spool has
+//! kept on disk for the next open, which would then land twice.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::runtime::{EnterGuard, Runtime};
+use tokio::runtime::{EnterGuard, Handle, Runtime};
 
 /// The prefix of a sender thread's name; the writer's id follows.
 const NAME: &str = "fluss-sender-";
@@ -28,8 +36,9 @@ const NAME: &str = "fluss-sender-";
 #[derive(Debug)]
 pub(in crate::writer) struct SenderThread {
     id: u64,
-    /// `None` once shut down (in `drop`).
-    runtime: Option<Runtime>,
+    handle: Handle,
+    /// `None` once stopped.
+    runtime: Mutex<Option<Runtime>>,
 }
 
 impl SenderThread {
@@ -44,7 +53,8 @@ impl SenderThread {
             .build()?;
         Ok(Self {
             id,
-            runtime: Some(runtime),
+            handle: runtime.handle().clone(),
+            runtime: Mutex::new(Some(runtime)),
         })
     }
 
@@ -55,20 +65,19 @@ impl SenderThread {
 
     /// Makes this runtime the one tasks spawned now go to, until the guard
     /// is dropped: a writer client made under it sends from this thread.
+    /// Once stopped, tasks spawned under it never run.
     pub(in crate::writer) fn enter(&self) -> EnterGuard<'_> {
-        self.runtime
-            .as_ref()
-            .expect("a sender thread runs until its writer is dropped")
-            .enter()
+        self.handle.enter()
     }
 }
 
 impl SenderThread {
     /// Stops the runtime without waiting: a sender that spins (see above)
-    /// would never let a waiting shutdown end. Tasks spawned after this
-    /// are never run.
-    pub(in crate::writer) fn stop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
+    /// would never let a waiting shutdown end. Its tasks are dropped where
+    /// they wait; tasks spawned after this are never run.
+    pub(in crate::writer) fn stop(&self) {
+        let runtime = self.runtime.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(runtime) = runtime {
             runtime.shutdown_background();
         }
     }
@@ -101,6 +110,51 @@ mod tests {
         let main = tokio::runtime::Builder::new_current_thread().build().unwrap();
         assert_eq!(main.block_on(task).unwrap(), Some(sender.id()));
         assert_eq!(current_sender(), None, "the test's own thread is no sender");
+    }
+
+    #[test]
+    fn a_stopped_sender_s_waiting_task_is_dropped_and_runs_no_more() {
+        struct Dropped(std::sync::mpsc::Sender<()>);
+        impl Drop for Dropped {
+            fn drop(&mut self) {
+                let _ = self.0.send(());
+            }
+        }
+        let sender = SenderThread::start().unwrap();
+        let (dropped, done) = std::sync::mpsc::channel();
+        let ticks = std::sync::Arc::new(AtomicU64::new(0));
+        {
+            let ticks = ticks.clone();
+            let _entered = sender.enter();
+            // As fluss-rs's sender does between sends: waits, then sends.
+            tokio::spawn(async move {
+                let _guard = Dropped(dropped);
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    ticks.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+        while ticks.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
+        sender.stop();
+        assert!(
+            done.recv_timeout(std::time::Duration::from_secs(10)).is_ok(),
+            "the task outlived the stop"
+        );
+        let after = ticks.load(Ordering::SeqCst);
+        let task = {
+            let _entered = sender.enter();
+            tokio::spawn(async {})
+        };
+        let main = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        assert!(main.block_on(task).is_err(), "a task spawned after the stop ran");
+        assert_eq!(
+            ticks.load(Ordering::SeqCst),
+            after,
+            "the task ran after it was dropped"
+        );
     }
 
     #[test]
